@@ -1,0 +1,132 @@
+/*
+ * Ring algorithms: all-reduce, all-gather and reduce-scatter over the ring r -> r+1.
+ *
+ * Every step receives from r-1 and/or sends to r+1, so each builder is one loop, and the
+ * whole schedule is one stage: the executor pipelines it slice by slice, so that while a
+ * rank works on slice i of step t its neighbour already works on slice i+1 (DESIGN.md 4).
+ * Steps are NCCL's fused primitives: a received partial is combined with this rank's
+ * contribution and written straight into the slot to the next rank.
+ *
+ * With one rank every builder degenerates to one local step (a copy, with REDUCE|FINAL for
+ * reductions so that ncclAvg and ncclPreMulSum still scale the value).
+ */
+#include "algorithms/sched.h"
+
+/* Byte offset and length of chunk c when `count` elements are split into n chunks. */
+static size_t ring_chunk(const braid_coll_t *coll, int c, size_t *bytes_p)
+{
+    size_t es = braid_dtype_size(coll->dtype), first, len;
+    braid_chunk(coll->count, coll->nranks, c, &first, &len);
+    *bytes_p = len * es;
+    return first * es;
+}
+
+/*
+ * Ring all-reduce: reduce-scatter then all-gather, 2n-1 steps in one stage.
+ * Step t handles chunk (r - t) mod n (chunks from braid_chunk, so any count works):
+ *
+ *   t = 0         send pre(own)                          "send"
+ *   0 < t < n-1   recv, add pre(own), send               "recvReduceSend"
+ *   t = n-1       recv, add pre(own), FINAL, store, send "recvReduceCopySend"
+ *   n-1 < t < 2n-2  recv, store, send                    "recvCopySend"
+ *   t = 2n-2      recv, store                            "recv"
+ *
+ * After the reduce-scatter half rank r holds the full sum (*) of chunk (r + 1) mod n:
+ *
+ *              chunk 0         chunk 1         chunk 2        (n = 3, ranks hold a, b, c)
+ *   rank 0     a0              a1+b1+c1 *      a2
+ *   rank 1     b0              b1              a2+b2+c2 *
+ *   rank 2     a0+b0+c0 *      c1              c2
+ *
+ * and the all-gather half passes each finished chunk once around the ring. Every rank ends
+ * with the same bits: each chunk is reduced once, by its owner, and only copied after.
+ */
+static braid_status_t ring_allreduce_build(const braid_coll_t *coll, braid_sched_t *s)
+{
+    int n = coll->nranks, r = coll->rank, last = 2 * (n - 1);
+    for (int t = 0; t <= last; t++) {
+        size_t bytes, off = ring_chunk(coll, braid_mod(r - t, n), &bytes);
+        uint32_t flags = t < n ? BRAID_STEP_REDUCE : 0;
+        if (t == n - 1)
+            flags |= BRAID_STEP_FINAL;
+        BRAID_CHECK(braid_sched_add(s, t > 0 ? braid_mod(r - 1, n) : -1,
+                                    t < last ? braid_mod(r + 1, n) : -1,
+                                    t < n ? braid_ref(BRAID_BUF_SEND, off) : braid_ref_none(),
+                                    t >= n - 1 ? braid_ref(BRAID_BUF_RECV, off) : braid_ref_none(),
+                                    bytes, flags));
+    }
+    return BRAID_OK;
+}
+
+/*
+ * Ring all-gather: n steps in one stage; block b is rank b's `count` elements, stored at
+ * recvbuff + b * count. Step t stores block (r - t) mod n and passes it on, except the last:
+ *
+ *   step      0                 1            ..  n-1
+ *   rank r    own -> [r], send  recv [r-1],  ..  recv [r+1]
+ *                               store, send
+ *
+ * In place (sendbuff == recvbuff + r * count) step 0 rewrites block r with its own bytes.
+ */
+static braid_status_t ring_allgather_build(const braid_coll_t *coll, braid_sched_t *s)
+{
+    int n = coll->nranks, r = coll->rank;
+    size_t bytes = coll->count * braid_dtype_size(coll->dtype);
+    for (int t = 0; t < n; t++) {
+        size_t off = (size_t)braid_mod(r - t, n) * bytes;
+        BRAID_CHECK(braid_sched_add(s, t > 0 ? braid_mod(r - 1, n) : -1,
+                                    t < n - 1 ? braid_mod(r + 1, n) : -1,
+                                    t == 0 ? braid_ref(BRAID_BUF_SEND, 0) : braid_ref_none(),
+                                    braid_ref(BRAID_BUF_RECV, off), bytes, 0));
+    }
+    return BRAID_OK;
+}
+
+/*
+ * Ring reduce-scatter: n steps in one stage; block b is the `count` elements that end on
+ * rank b. Step t handles block (r - t - 1) mod n, so the partial of block b starts at rank
+ * b+1 and, after visiting every rank, ends complete on rank b:
+ *
+ *   step      0                 1 .. n-2                n-1
+ *   rank r    send pre([r-1])   recv, add pre([r-t-1]),  recv, add pre([r]), FINAL,
+ *                               send                     store in recvbuff
+ *
+ * In place (recvbuff == sendbuff + r * count) block r is read and written only by the last
+ * step, at the same offsets, which the kernels allow.
+ */
+static braid_status_t ring_reducescatter_build(const braid_coll_t *coll, braid_sched_t *s)
+{
+    int n = coll->nranks, r = coll->rank;
+    size_t bytes = coll->count * braid_dtype_size(coll->dtype);
+    for (int t = 0; t < n; t++) {
+        size_t off = (size_t)braid_mod(r - t - 1, n) * bytes;
+        int final = t == n - 1;
+        BRAID_CHECK(braid_sched_add(s, t > 0 ? braid_mod(r - 1, n) : -1,
+                                    final ? -1 : braid_mod(r + 1, n),
+                                    braid_ref(BRAID_BUF_SEND, off),
+                                    final ? braid_ref(BRAID_BUF_RECV, 0) : braid_ref_none(), bytes,
+                                    BRAID_STEP_REDUCE | (final ? BRAID_STEP_FINAL : 0)));
+    }
+    return BRAID_OK;
+}
+
+static braid_status_t ring_build(const braid_coll_t *coll, braid_sched_t *s)
+{
+    switch (coll->kind) {
+    case BRAID_COLL_ALLREDUCE:
+        return ring_allreduce_build(coll, s);
+    case BRAID_COLL_ALLGATHER:
+        return ring_allgather_build(coll, s);
+    case BRAID_COLL_REDUCESCATTER:
+        return ring_reducescatter_build(coll, s);
+    default:
+        return BRAID_ERR_UNSUPPORTED;
+    }
+}
+
+const braid_algo_t braid_algo_ring = {
+    .name = "ring",
+    .colls = (1u << BRAID_COLL_ALLREDUCE) | (1u << BRAID_COLL_ALLGATHER) |
+             (1u << BRAID_COLL_REDUCESCATTER),
+    .build = ring_build,
+};

@@ -1,0 +1,66 @@
+/*
+ * Schedule containers: growing arrays of steps, and collective names.
+ */
+#include <stdlib.h>
+
+#include "algorithms/sched.h"
+
+static const char *const coll_names[BRAID_COLL_NUM] = {
+    [BRAID_COLL_ALLREDUCE] = "AllReduce",         [BRAID_COLL_BROADCAST] = "Broadcast",
+    [BRAID_COLL_REDUCE] = "Reduce",               [BRAID_COLL_ALLGATHER] = "AllGather",
+    [BRAID_COLL_REDUCESCATTER] = "ReduceScatter", [BRAID_COLL_ALLTOALL] = "AllToAll",
+    [BRAID_COLL_ALLTOALLV] = "AllToAllv",         [BRAID_COLL_GATHER] = "Gather",
+    [BRAID_COLL_SCATTER] = "Scatter",             [BRAID_COLL_SEND] = "Send",
+    [BRAID_COLL_RECV] = "Recv",
+};
+
+const char *braid_coll_name(braid_coll_kind_t kind)
+{
+    return (unsigned)kind < BRAID_COLL_NUM ? coll_names[kind] : "invalid";
+}
+
+void braid_sched_init(braid_sched_t *s, size_t elem_size)
+{
+    s->steps = NULL;
+    s->nsteps = 0;
+    s->cap = 0;
+    s->scratch_bytes = 0;
+    s->align = elem_size ? elem_size : 1;
+    s->next_flags = 0;
+}
+
+void braid_sched_free(braid_sched_t *s)
+{
+    free(s->steps);
+    s->steps = NULL;
+    s->nsteps = s->cap = 0;
+}
+
+void braid_sched_stage(braid_sched_t *s)
+{
+    s->next_flags |= BRAID_STEP_STAGE;
+}
+
+braid_status_t braid_sched_add(braid_sched_t *s, int recv_peer, int send_peer, braid_ref_t src,
+                               braid_ref_t dst, size_t bytes, uint32_t flags)
+{
+    if (bytes == 0)
+        return BRAID_OK;
+    if (s->nsteps == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 16;
+        braid_step_t *steps = realloc(s->steps, (size_t)cap * sizeof(*steps));
+        if (steps == NULL)
+            return braid_err(BRAID_ERR_NOMEM, "out of memory growing a schedule to %d steps", cap);
+        s->steps = steps;
+        s->cap = cap;
+    }
+    braid_step_t *st = &s->steps[s->nsteps++];
+    st->recv_peer = recv_peer;
+    st->send_peer = send_peer;
+    st->src = src;
+    st->dst = dst;
+    st->bytes = bytes;
+    st->flags = flags | s->next_flags;
+    s->next_flags = 0;
+    return BRAID_OK;
+}

@@ -1,0 +1,150 @@
+/*
+ * Schedules: what one rank does for one collective, as plain data (DESIGN.md section 2).
+ *
+ * An algorithm turns a call (braid_coll_t) into an ordered list of steps for one rank. A
+ * step moves `bytes` bytes and is one of NCCL's primitives, chosen by which fields are set:
+ *
+ *     value = recv from recv_peer            (if recv_peer >= 0)
+ *             combined with pre(src)         (if src is set and BRAID_STEP_REDUCE)
+ *          or pre(src)                       (if src is set and there is no receive)
+ *     value is written to dst                (if dst is set)
+ *           and sent to send_peer            (if send_peer >= 0)
+ *
+ * where pre() pre-multiplies a rank's own contribution for ncclAvg/ncclPreMulSum (only on
+ * BRAID_STEP_REDUCE steps), and BRAID_STEP_FINAL divides the value for integer ncclAvg.
+ * So "send", "recv", "recvReduceSend", "recvReduceCopySend", "recvCopySend" and "copy" are
+ * all one step shape. A step with a receive and a source but without BRAID_STEP_REDUCE
+ * copies the received data and ignores src (never useful; builders do not emit it).
+ *
+ * The executor (src/core/exec.c) cuts every step into slices and runs the steps of a
+ * *stage* slice by slice: slice i of every step of the stage, in step order, then slice
+ * i+1. So within a stage a step may only depend on earlier steps at the same offsets
+ * relative to their regions (true of ring and direct algorithms). A step with
+ * BRAID_STEP_STAGE starts a new stage: every slice of the earlier stages is done first.
+ *
+ * Messages between two ranks are matched in order: the k-th send from a to b is the k-th
+ * receive at b from a, and both sides must give it the same byte count.
+ */
+#ifndef BRAID_ALGORITHMS_SCHED_H
+#define BRAID_ALGORITHMS_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "kernels/kernels.h"
+
+typedef enum {
+    BRAID_COLL_ALLREDUCE = 0,
+    BRAID_COLL_BROADCAST,
+    BRAID_COLL_REDUCE,
+    BRAID_COLL_ALLGATHER,
+    BRAID_COLL_REDUCESCATTER,
+    BRAID_COLL_ALLTOALL,
+    BRAID_COLL_ALLTOALLV,
+    BRAID_COLL_GATHER,
+    BRAID_COLL_SCATTER,
+    BRAID_COLL_SEND,
+    BRAID_COLL_RECV,
+    BRAID_COLL_NUM
+} braid_coll_kind_t;
+
+const char *braid_coll_name(braid_coll_kind_t kind);  /* "AllReduce", ... */
+
+/* The buffers a step can name. Offsets are in bytes from the start of that buffer. */
+typedef enum {
+    BRAID_BUF_NONE = 0,
+    BRAID_BUF_SEND,     /* the user's send buffer */
+    BRAID_BUF_RECV,     /* the user's receive buffer */
+    BRAID_BUF_SCRATCH,  /* a per-call scratch buffer of sched->scratch_bytes */
+} braid_buf_t;
+
+typedef struct braid_ref {
+    uint8_t buf;        /* braid_buf_t */
+    size_t off;
+} braid_ref_t;
+
+#define BRAID_STEP_REDUCE 0x1u  /* combine the receive with pre(src) (reduction collectives) */
+#define BRAID_STEP_FINAL 0x2u   /* apply the final division of integer ncclAvg to the value */
+#define BRAID_STEP_STAGE 0x4u   /* this step starts a new stage */
+
+typedef struct braid_step {
+    int32_t recv_peer;  /* -1: no receive */
+    int32_t send_peer;  /* -1: no send */
+    braid_ref_t src;
+    braid_ref_t dst;
+    size_t bytes;
+    uint32_t flags;
+} braid_step_t;
+
+/* One call, as every algorithm sees it: sizes in elements of dtype. */
+typedef struct braid_coll {
+    braid_coll_kind_t kind;
+    braid_dtype_t dtype;
+    int rank, nranks;
+    int root;                    /* broadcast, reduce, gather, scatter; peer for send/recv */
+    size_t count;                /* per the NCCL call: allgather sendcount, reduce-scatter
+                                  * recvcount, alltoall per-peer count, send/recv count */
+    int in_place;                /* the caller's buffers alias as NCCL defines in-place */
+    /* alltoallv only: element counts and displacements, nranks each */
+    const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+} braid_coll_t;
+
+typedef struct braid_sched {
+    braid_step_t *steps;
+    int nsteps, cap;
+    size_t scratch_bytes;        /* scratch the executor must provide (0: none) */
+    size_t align;                /* slice sizes are multiples of this (the element size) */
+    uint32_t next_flags;         /* flags for the next step added (braid_sched_stage) */
+} braid_sched_t;
+
+void braid_sched_init(braid_sched_t *s, size_t elem_size);
+void braid_sched_free(braid_sched_t *s);
+/* Append a step; returns BRAID_ERR_NOMEM on allocation failure. Zero-byte steps are dropped
+ * (both sides of a message drop them alike, so matching is preserved). */
+braid_status_t braid_sched_add(braid_sched_t *s, int recv_peer, int send_peer, braid_ref_t src,
+                               braid_ref_t dst, size_t bytes, uint32_t flags);
+/* Mark that the next step added starts a new stage. */
+void braid_sched_stage(braid_sched_t *s);
+
+static inline braid_ref_t braid_ref(braid_buf_t buf, size_t off)
+{
+    braid_ref_t r = { (uint8_t)buf, off };
+    return r;
+}
+static inline braid_ref_t braid_ref_none(void)
+{
+    braid_ref_t r = { BRAID_BUF_NONE, 0 };
+    return r;
+}
+static inline int braid_mod(int a, int n)
+{
+    int m = a % n;
+    return m < 0 ? m + n : m;
+}
+
+/*
+ * Algorithms. Each builds this rank's schedule for a call, or declines with
+ * BRAID_ERR_UNSUPPORTED if it cannot handle the call (the selector then tries the next).
+ */
+typedef struct braid_algo {
+    const char *name;                       /* "ring", "direct", ... (NCCL_ALGO names) */
+    unsigned colls;                         /* bit mask of (1u << braid_coll_kind_t) it builds */
+    braid_status_t (*build)(const braid_coll_t *coll, braid_sched_t *s);
+} braid_algo_t;
+
+/* Pick the algorithm for a call (a pure function of the call: every rank picks the same)
+ * and build the schedule. `algo_p` (may be NULL) receives the algorithm used. */
+braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
+                                const braid_algo_t **algo_p);
+
+/* Chunk c of n equal-as-possible parts of `count` elements: first element and length. The
+ * first (count % n) chunks get one element more. */
+static inline void braid_chunk(size_t count, int n, int c, size_t *first_p, size_t *len_p)
+{
+    size_t base = count / (size_t)n, extra = count % (size_t)n, uc = (size_t)c;
+    *first_p = uc * base + (uc < extra ? uc : extra);
+    *len_p = base + (uc < extra ? 1 : 0);
+}
+
+#endif

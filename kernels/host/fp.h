@@ -1,0 +1,235 @@
+/*
+ * Scalar conversions between fp32 and the narrow float formats, and NaN-aware max/min.
+ *
+ * Everything here is branch-free integer arithmetic plus selects, so that a loop calling
+ * these functions vectorises with plain SSE2/AVX2/AVX-512 integer instructions; no function
+ * relies on subnormal fp32 arithmetic, so results do not change when a caller has set
+ * FTZ/DAZ. Rounding is to nearest, ties to even, and assumes the default rounding mode.
+ *
+ *   format  bias  largest finite  overflow           NaN in          NaN out (from fp32)
+ *   fp16     15   65504           inf                0x7c01..0x7fff  s|0x7e00|top 10 bits
+ *   bf16    127   3.39e38         inf                0x7f81..0x7fff  s|0x0040|top 7 bits
+ *   e4m3      7   448             saturate to 448    s.1111.111      s|0x7f
+ *   e5m2     15   57344           saturate to 57344  s.11111.xx, xx>0 s|0x7e|top 2 bits
+ *
+ * The NaN encodings follow the hardware: F16C's vcvtps2ph for fp16 (so the scalar and the
+ * F16C paths agree bit for bit) and CUDA's satfinite fp8 conversions that NCCL uses, which
+ * also turn +-inf into the largest finite value. A NaN read from any format becomes a quiet
+ * fp32 NaN carrying the same sign and the top payload bits.
+ */
+#ifndef BRAID_KERNELS_HOST_FP_H
+#define BRAID_KERNELS_HOST_FP_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t braid_fp_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+static inline float braid_fp_from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+static inline uint64_t braid_fp_bits64(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof(u));
+    return u;
+}
+
+static inline double braid_fp_from_bits64(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof(d));
+    return d;
+}
+
+/*
+ * c ? x : y without a branch: the ternary chains below otherwise get threaded into control
+ * flow that GCC's if-conversion gives up on, and the loops stop vectorising.
+ */
+static inline uint32_t braid_fp_sel(int c, uint32_t x, uint32_t y)
+{
+    uint32_t m = 0u - (uint32_t)(c != 0);
+    return (x & m) | (y & ~m);
+}
+
+/*
+ * Round |f| (bits a, below the smallest normal of the target) to a multiple of 2^-k, where
+ * magic = 2^(23-k): adding it puts the wanted bits at the bottom of the fp32 mantissa, and the
+ * fp32 adder rounds to nearest even. Returns the number of 2^-k steps, which is also the
+ * target's subnormal encoding (and the smallest normal's, when it rounds up to it).
+ */
+static inline uint32_t braid_fp_sub_round(uint32_t a, float magic)
+{
+    return braid_fp_bits(braid_fp_from_bits(a) + magic) - braid_fp_bits(magic);
+}
+
+/*
+ * Round the fp32 bits a (positive, normal in the target) to `mbits` mantissa bits and
+ * rebias the exponent by `rebias`; a carry out of the mantissa bumps the exponent, which is
+ * what round-to-nearest wants. Values too small for this path are discarded by the caller.
+ */
+static inline uint32_t braid_fp_norm_round(uint32_t a, unsigned mbits, uint32_t rebias)
+{
+    unsigned drop = 23 - mbits;
+    uint32_t half = (1u << (drop - 1)) - 1u;
+    return (a + half + ((a >> drop) & 1u) - (rebias << 23)) >> drop;
+}
+
+/* ---- fp16 (IEEE binary16) ---- */
+
+static inline float braid_fp_from_fp16(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t em = h & 0x7fffu;
+    uint32_t sub = braid_fp_bits((float)em * 0x1p-24f);  /* exact, and normal in fp32 */
+    uint32_t norm = (em << 13) + ((127u - 15u) << 23);
+    uint32_t special = (em << 13) | 0x7f800000u | braid_fp_sel(em > 0x7c00u, 0x00400000u, 0);
+    uint32_t r = braid_fp_sel(em < 0x0400u, sub, norm);
+    r = braid_fp_sel(em >= 0x7c00u, special, r);
+    return braid_fp_from_bits(r | sign);
+}
+
+static inline uint16_t braid_fp_to_fp16(float f)
+{
+    uint32_t u = braid_fp_bits(f);
+    uint32_t a = u & 0x7fffffffu;
+    uint32_t sub = braid_fp_sub_round(a, 0x1p-1f);
+    uint32_t norm = braid_fp_norm_round(a, 10, 127u - 15u);
+    uint32_t r = braid_fp_sel(a < 0x38800000u, sub, norm);             /* below 2^-14 */
+    r = braid_fp_sel(a >= 0x477ff000u, 0x7c00u, r);                    /* >= 65520: inf */
+    r = braid_fp_sel(a > 0x7f800000u, 0x7e00u | ((a >> 13) & 0x3ffu), r);
+    return (uint16_t)(r | ((u >> 16) & 0x8000u));
+}
+
+/* ---- bf16 (the top half of fp32) ---- */
+
+static inline float braid_fp_from_bf16(uint16_t h)
+{
+    return braid_fp_from_bits((uint32_t)h << 16);
+}
+
+static inline uint16_t braid_fp_to_bf16(float f)
+{
+    uint32_t u = braid_fp_bits(f);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;   /* overflow carries into inf */
+    r = braid_fp_sel((u & 0x7fffffffu) > 0x7f800000u, (u >> 16) | 0x0040u, r);
+    return (uint16_t)r;
+}
+
+/* ---- fp8 e4m3 (OCP: no infinities, S.1111.111 is NaN) ---- */
+
+static inline float braid_fp_from_e4m3(uint8_t v)
+{
+    uint32_t sign = (uint32_t)(v & 0x80u) << 24;
+    uint32_t em = v & 0x7fu;
+    uint32_t sub = braid_fp_bits((float)em * 0x1p-9f);   /* exact, and normal in fp32 */
+    uint32_t r = braid_fp_sel(em < 0x08u, sub, (em << 20) + ((127u - 7u) << 23));
+    r = braid_fp_sel(em == 0x7fu, 0x7fc00000u, r);
+    return braid_fp_from_bits(r | sign);
+}
+
+static inline uint8_t braid_fp_to_e4m3(float f)
+{
+    uint32_t u = braid_fp_bits(f);
+    uint32_t a = u & 0x7fffffffu;
+    uint32_t sub = braid_fp_sub_round(a, 0x1p14f);
+    uint32_t norm = braid_fp_norm_round(a, 3, 127u - 7u);
+    uint32_t r = braid_fp_sel(a < 0x3c800000u, sub, norm);             /* below 2^-6 */
+    r = braid_fp_sel(a >= 0x43e00000u, 0x7eu, r);   /* >= 448 (464 ties to 448): saturate */
+    r = braid_fp_sel(a > 0x7f800000u, 0x7fu, r);
+    return (uint8_t)(r | ((u >> 24) & 0x80u));
+}
+
+/* ---- fp8 e5m2 (OCP: IEEE-like, with inf) ---- */
+
+static inline float braid_fp_from_e5m2(uint8_t v)
+{
+    uint32_t sign = (uint32_t)(v & 0x80u) << 24;
+    uint32_t em = v & 0x7fu;
+    uint32_t sub = braid_fp_bits((float)em * 0x1p-16f);  /* exact, and normal in fp32 */
+    uint32_t norm = (em << 21) + ((127u - 15u) << 23);
+    uint32_t special = (em << 21) | 0x7f800000u | braid_fp_sel(em > 0x7cu, 0x00400000u, 0);
+    uint32_t r = braid_fp_sel(em < 0x04u, sub, norm);
+    r = braid_fp_sel(em >= 0x7cu, special, r);
+    return braid_fp_from_bits(r | sign);
+}
+
+static inline uint8_t braid_fp_to_e5m2(float f)
+{
+    uint32_t u = braid_fp_bits(f);
+    uint32_t a = u & 0x7fffffffu;
+    uint32_t sub = braid_fp_sub_round(a, 0x1p7f);
+    uint32_t norm = braid_fp_norm_round(a, 2, 127u - 15u);
+    uint32_t r = braid_fp_sel(a < 0x38800000u, sub, norm);             /* below 2^-14 */
+    r = braid_fp_sel(a >= 0x47600000u, 0x7bu, r);   /* >= 57344: saturate, inf included */
+    r = braid_fp_sel(a > 0x7f800000u, 0x7eu | ((a >> 21) & 0x3u), r);
+    return (uint8_t)(r | ((u >> 24) & 0x80u));
+}
+
+/*
+ * r = x OP y, with the NaN that comes out made independent of the instruction: when an
+ * operand is NaN the result is that operand (x when both are). x86 returns the first
+ * source operand's NaN, and which operand the compiler puts first differs between ISA
+ * variants, so without this the variants could disagree on NaN payloads and signs.
+ */
+static inline float braid_fp_nanf(float x, float y, float r)
+{
+    r = y != y ? y : r;
+    return x != x ? x : r;
+}
+
+static inline double braid_fp_nan(double x, double y, double r)
+{
+    r = y != y ? y : r;
+    return x != x ? x : r;
+}
+
+/*
+ * Max and min on floats with C99 fmax/fmin semantics, as NCCL's GPU kernels have (fmaxf,
+ * fminf, and __hmax/__hmin for half, bf16 and fp8, all of which return the other operand
+ * when one is NaN): a NaN loses against a number, and the result is NaN only when both are
+ * (then it is x). Unlike libm we also order -0 below +0 so that the result never depends on
+ * the operand order. Written as selects so that loops vectorise.
+ */
+static inline float braid_fp_maxf(float x, float y)
+{
+    float r = x > y ? x : y;
+    r = x == y ? braid_fp_from_bits(braid_fp_bits(x) & braid_fp_bits(y)) : r;
+    r = x != x ? y : r;
+    return y != y ? x : r;
+}
+
+static inline float braid_fp_minf(float x, float y)
+{
+    float r = x < y ? x : y;
+    r = x == y ? braid_fp_from_bits(braid_fp_bits(x) | braid_fp_bits(y)) : r;
+    r = x != x ? y : r;
+    return y != y ? x : r;
+}
+
+static inline double braid_fp_max(double x, double y)
+{
+    double r = x > y ? x : y;
+    r = x == y ? braid_fp_from_bits64(braid_fp_bits64(x) & braid_fp_bits64(y)) : r;
+    r = x != x ? y : r;
+    return y != y ? x : r;
+}
+
+static inline double braid_fp_min(double x, double y)
+{
+    double r = x < y ? x : y;
+    r = x == y ? braid_fp_from_bits64(braid_fp_bits64(x) | braid_fp_bits64(y)) : r;
+    r = x != x ? y : r;
+    return y != y ? x : r;
+}
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * Reduction and copy kernels on host memory.
+ *
+ * Datatypes and ops use NCCL's numbering so that src/api/ can pass them through. Half,
+ * bfloat16 and fp8 values are widened to fp32, combined in fp32 and rounded back to nearest
+ * even (NaN stays NaN; fp16 and bf16 overflow to inf; fp8 e4m3 and e5m2 saturate to their
+ * largest finite value, +-448 and +-57344, as CUDA's fp8 conversions that NCCL uses do). fp32 combines in fp32, fp64 in fp64,
+ * integers in their own type with wrap-around. Kernels never contract a*b+c into an FMA, so
+ * every ISA variant gives bit-identical results.
+ *
+ * The variants (avx512, avx2, generic) are the same C source compiled three times; the one
+ * used is picked at first call from the CPU's features, or forced by BRAID_CPU_ISA.
+ */
+#ifndef BRAID_KERNELS_H
+#define BRAID_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    BRAID_INT8 = 0,
+    BRAID_UINT8 = 1,
+    BRAID_INT32 = 2,
+    BRAID_UINT32 = 3,
+    BRAID_INT64 = 4,
+    BRAID_UINT64 = 5,
+    BRAID_FP16 = 6,
+    BRAID_FP32 = 7,
+    BRAID_FP64 = 8,
+    BRAID_BF16 = 9,
+    BRAID_FP8_E4M3 = 10,
+    BRAID_FP8_E5M2 = 11,
+    BRAID_NUM_DTYPES = 12
+} braid_dtype_t;
+
+/* Combining operators as the kernels see them. ncclAvg and ncclPreMulSum become SUM with a
+ * pre-multiplier on the local input (and, for integer avg, a final division). */
+typedef enum {
+    BRAID_OP_SUM = 0,
+    BRAID_OP_PROD = 1,
+    BRAID_OP_MAX = 2,
+    BRAID_OP_MIN = 3,
+    BRAID_NUM_OPS = 4
+} braid_opkind_t;
+
+/* A scalar in the accumulation domain of a datatype: f for fp16/bf16/fp8/fp32/fp64 (fp32
+ * types use (float)f), i for signed integers, u for unsigned integers. */
+typedef union braid_scalar {
+    double f;
+    int64_t i;
+    uint64_t u;
+} braid_scalar_t;
+
+size_t braid_dtype_size(braid_dtype_t dt);           /* 0 for an invalid type */
+const char *braid_dtype_name(braid_dtype_t dt);      /* "float32", ...; "invalid" */
+const char *braid_opkind_name(braid_opkind_t op);    /* "sum", ... */
+int braid_dtype_is_float(braid_dtype_t dt);          /* fp16, bf16, fp8, fp32, fp64 */
+
+/*
+ * dst[i] = a[i] OP (premul ? premul * b[i] : b[i]) for i < count.
+ * `a` is a peer's already-combined partial (never pre-multiplied here), `b` is this rank's
+ * own contribution. dst may alias a or b (exactly, not partially).
+ */
+void braid_kern_reduce(braid_dtype_t dt, braid_opkind_t op, void *dst, const void *a,
+                       const void *b, size_t count, const braid_scalar_t *premul);
+
+/* dst[i] = premul * src[i] (rounded to dt). dst may alias src. */
+void braid_kern_scale(braid_dtype_t dt, void *dst, const void *src, size_t count,
+                      const braid_scalar_t *premul);
+
+/* dst[i] = src[i] / divisor, integer types only (ncclAvg on integers: sum, then divide,
+ * truncating toward zero). dst may alias src. */
+void braid_kern_divide(braid_dtype_t dt, void *dst, const void *src, size_t count,
+                       uint64_t divisor);
+
+/* memcpy with non-overlap; large copies may use non-temporal stores. */
+void braid_kern_copy(void *dst, const void *src, size_t bytes);
+
+/* Scalar conversions, exposed for tests and for ncclRedOpCreatePreMulSum. */
+float braid_fp16_to_float(uint16_t h);
+uint16_t braid_float_to_fp16(float f);
+float braid_bf16_to_float(uint16_t h);
+uint16_t braid_float_to_bf16(float f);
+float braid_e4m3_to_float(uint8_t v);
+uint8_t braid_float_to_e4m3(float f);
+float braid_e5m2_to_float(uint8_t v);
+uint8_t braid_float_to_e5m2(float f);
+
+/* Read one element of type dt at p as a scalar of its accumulation domain. */
+braid_scalar_t braid_scalar_load(braid_dtype_t dt, const void *p);
+
+/* The variant in use: "avx512", "avx2" or "generic"; and selecting one (tests). Returns -1 if
+ * the name is unknown or the CPU lacks it. */
+const char *braid_kern_isa(void);
+int braid_kern_select_isa(const char *name);
+
+#endif

@@ -1,0 +1,313 @@
+/*
+ * Collective and point-to-point entry points. Every argument is checked before anything is
+ * touched; a bad one gives ncclInvalidArgument (or ncclInvalidUsage) with a last-error text
+ * naming it and its value, and leaves buffers and communicator as they were.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "core/enqueue.h"
+#include "rccl/rccl.h"
+
+/* Which buffers a call needs on this rank: bit 0 send, bit 1 recv. */
+#define NEED_SEND 1
+#define NEED_RECV 2
+
+typedef struct coll_args {
+    const char *what;
+    braid_call_t call;
+    size_t send_elems;     /* elements read from sendbuf on this rank */
+    size_t recv_elems;     /* elements written to recvbuf on this rank */
+    int need;              /* NEED_SEND | NEED_RECV on this rank */
+    int has_root;          /* root (or peer) must be a rank */
+} coll_args_t;
+
+static braid_status_t check_op(const braid_comm_t *comm, const coll_args_t *a)
+{
+    int op = a->call.op;
+    if (op < 0)
+        return BRAID_OK;
+    if (op <= 4)
+        return BRAID_OK;
+    int idx = op - 5;
+    if (idx >= comm->npremuls || !comm->premuls[idx].in_use)
+        return braid_err(BRAID_ERR_INVALID, "%s: op %d is neither a built-in ncclRedOp_t (0-4) "
+                         "nor a live ncclRedOpCreatePreMulSum operator of this communicator",
+                         a->what, op);
+    if (comm->premuls[idx].dtype != a->call.dtype)
+        return braid_err(BRAID_ERR_INVALID, "%s: op %d was created for datatype %s but the call "
+                         "uses %s", a->what, op, braid_dtype_name(comm->premuls[idx].dtype),
+                         braid_dtype_name(a->call.dtype));
+    return BRAID_OK;
+}
+
+static braid_status_t check_sizes(const braid_comm_t *comm, coll_args_t *a, size_t mult_send,
+                                  size_t mult_recv)
+{
+    size_t es = braid_dtype_size(a->call.dtype), c = a->call.count;
+    (void)comm;
+    if (c != 0 && (c > SIZE_MAX / es / mult_send || c > SIZE_MAX / es / mult_recv ||
+                   c * es * (mult_send > mult_recv ? mult_send : mult_recv) > (size_t)PTRDIFF_MAX))
+        return braid_err(BRAID_ERR_INVALID, "%s: count %zu of %s overflows the byte size of the "
+                         "buffers (x%zu ranks)", a->what, c, braid_dtype_name(a->call.dtype),
+                         mult_send > mult_recv ? mult_send : mult_recv);
+    a->send_elems = c * mult_send;
+    a->recv_elems = c * mult_recv;
+    return BRAID_OK;
+}
+
+static braid_status_t check_args(const braid_comm_t *comm, coll_args_t *a)
+{
+    const braid_call_t *c = &a->call;
+    if ((unsigned)c->dtype >= BRAID_NUM_DTYPES)
+        return braid_err(BRAID_ERR_INVALID, "%s: datatype %d is out of range [0, %d)", a->what,
+                         (int)c->dtype, BRAID_NUM_DTYPES);
+    int reduces = c->kind == BRAID_COLL_ALLREDUCE || c->kind == BRAID_COLL_REDUCE ||
+                  c->kind == BRAID_COLL_REDUCESCATTER;
+    if (reduces && c->op < 0)
+        return braid_err(BRAID_ERR_INVALID, "%s: op %d is not a reduction operator", a->what,
+                         c->op);
+    if (a->has_root && (c->root < 0 || c->root >= comm->nranks))
+        return braid_err(BRAID_ERR_INVALID, "%s: %s %d is out of range [0, %d)", a->what,
+                         c->kind == BRAID_COLL_SEND || c->kind == BRAID_COLL_RECV ? "peer" : "root",
+                         c->root, comm->nranks);
+    BRAID_CHECK(check_op(comm, a));
+    if (c->count == 0)
+        return BRAID_OK;
+    if ((a->need & NEED_SEND) && c->sendbuf == NULL)
+        return braid_err(BRAID_ERR_INVALID, "%s: sendbuff is NULL with count %zu on rank %d",
+                         a->what, c->count, comm->rank);
+    if ((a->need & NEED_RECV) && c->recvbuf == NULL)
+        return braid_err(BRAID_ERR_INVALID, "%s: recvbuff is NULL with count %zu on rank %d",
+                         a->what, c->count, comm->rank);
+    return BRAID_OK;
+}
+
+/* Sizes per collective: (send multiple, recv multiple) of count on this rank. */
+static braid_status_t check_shape(const braid_comm_t *comm, coll_args_t *a)
+{
+    size_t n = (size_t)comm->nranks;
+    int root = a->call.root == comm->rank;
+    switch (a->call.kind) {
+    case BRAID_COLL_ALLGATHER:
+        return check_sizes(comm, a, 1, n);
+    case BRAID_COLL_REDUCESCATTER:
+        return check_sizes(comm, a, n, 1);
+    case BRAID_COLL_ALLTOALL:
+        return check_sizes(comm, a, n, n);
+    case BRAID_COLL_GATHER:
+        return check_sizes(comm, a, 1, root ? n : 1);
+    case BRAID_COLL_SCATTER:
+        return check_sizes(comm, a, root ? n : 1, 1);
+    default:
+        return check_sizes(comm, a, 1, 1);
+    }
+}
+
+static braid_status_t coll_run(braid_comm_t *comm, coll_args_t *a)
+{
+    BRAID_CHECK(braid_comm_enter(comm, a->what, 1));
+    braid_status_t st = check_args(comm, a);
+    if (st >= 0)
+        st = check_shape(comm, a);
+    if (st >= 0 && a->call.count != 0)
+        st = braid_enqueue(comm, &a->call);
+    braid_comm_leave(comm);
+    return st;
+}
+
+static ncclResult_t coll(braid_comm_t *comm, coll_args_t *a)
+{
+    return braid_api_result(coll_run(comm, a));
+}
+
+#define CALL(_kind, _s, _r, _n, _dt, _op, _root)                                            \
+    { .kind = (_kind), .sendbuf = (_s), .recvbuf = (_r), .count = (_n),                     \
+      .dtype = (braid_dtype_t)(_dt), .op = (int)(_op), .root = (_root) }
+
+BRAID_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count,
+          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    coll_args_t a = { .what = "ncclAllReduce", .need = NEED_SEND | NEED_RECV,
+                      .call = CALL(BRAID_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op,
+                                   -1) };
+    return coll(comm, &a);
+}
+
+BRAID_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
+          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
+    coll_args_t a = { .what = "ncclBroadcast", .has_root = 1,
+                      .need = NEED_RECV | (is_root ? NEED_SEND : 0),
+                      .call = CALL(BRAID_COLL_BROADCAST, sendbuff, recvbuff, count, datatype, -1,
+                                   root) };
+    return coll(comm, &a);
+}
+
+BRAID_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
+          ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    coll_args_t a = { .what = "ncclBcast", .has_root = 1, .need = NEED_SEND | NEED_RECV,
+                      .call = CALL(BRAID_COLL_BROADCAST, buff, buff, count, datatype, -1, root) };
+    return coll(comm, &a);
+}
+
+BRAID_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count,
+          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
+    coll_args_t a = { .what = "ncclReduce", .has_root = 1,
+                      .need = NEED_SEND | (is_root ? NEED_RECV : 0),
+                      .call = CALL(BRAID_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op,
+                                   root) };
+    return coll(comm, &a);
+}
+
+BRAID_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
+          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    coll_args_t a = { .what = "ncclAllGather", .need = NEED_SEND | NEED_RECV,
+                      .call = CALL(BRAID_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype,
+                                   -1, -1) };
+    return coll(comm, &a);
+}
+
+BRAID_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
+          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    coll_args_t a = { .what = "ncclReduceScatter", .need = NEED_SEND | NEED_RECV,
+                      .call = CALL(BRAID_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount,
+                                   datatype, op, -1) };
+    return coll(comm, &a);
+}
+
+BRAID_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count,
+          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    coll_args_t a = { .what = "ncclAlltoAll", .need = NEED_SEND | NEED_RECV,
+                      .call = CALL(BRAID_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, -1,
+                                   -1) };
+    return coll(comm, &a);
+}
+
+BRAID_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
+          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
+    coll_args_t a = { .what = "ncclGather", .has_root = 1,
+                      .need = NEED_SEND | (is_root ? NEED_RECV : 0),
+                      .call = CALL(BRAID_COLL_GATHER, sendbuff, recvbuff, count, datatype, -1,
+                                   root) };
+    return coll(comm, &a);
+}
+
+BRAID_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
+          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
+    coll_args_t a = { .what = "ncclScatter", .has_root = 1,
+                      .need = NEED_RECV | (is_root ? NEED_SEND : 0),
+                      .call = CALL(BRAID_COLL_SCATTER, sendbuff, recvbuff, count, datatype, -1,
+                                   root) };
+    return coll(comm, &a);
+}
+
+BRAID_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
+          int peer, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    coll_args_t a = { .what = "ncclSend", .has_root = 1, .need = NEED_SEND,
+                      .call = CALL(BRAID_COLL_SEND, sendbuff, NULL, count, datatype, -1, peer) };
+    return coll(comm, &a);
+}
+
+BRAID_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+          ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    coll_args_t a = { .what = "ncclRecv", .has_root = 1, .need = NEED_RECV,
+                      .call = CALL(BRAID_COLL_RECV, NULL, recvbuff, count, datatype, -1, peer) };
+    return coll(comm, &a);
+}
+
+/* ---- RCCL's all-to-all spellings ----------------------------------------------------- */
+
+BRAID_API(ncclResult_t, ncclAllToAll, const void *sendbuff, void *recvbuff, size_t count,
+          ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
+{
+    (void)stream;
+    coll_args_t a = { .what = "ncclAllToAll", .need = NEED_SEND | NEED_RECV,
+                      .call = CALL(BRAID_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, -1,
+                                   -1) };
+    return coll(comm, &a);
+}
+
+/* Checks one side of an all-to-allv: counts and displacements of nranks peers. */
+static braid_status_t check_v_side(const braid_comm_t *comm, const char *what, const char *side,
+                                   const void *buf, const size_t *counts, const size_t *displs,
+                                   size_t es, size_t *total_p)
+{
+    if (counts == NULL || displs == NULL)
+        return braid_err(BRAID_ERR_INVALID, "%s: %scounts or %sdispls is NULL", what, side,
+                         side);
+    size_t total = 0;
+    for (int p = 0; p < comm->nranks; p++) {
+        size_t c = counts[p], d = displs[p];
+        if (c > (size_t)PTRDIFF_MAX / es || d > (size_t)PTRDIFF_MAX / es - c)
+            return braid_err(BRAID_ERR_INVALID, "%s: %scounts[%d] = %zu at %sdispls[%d] = %zu "
+                             "overflows the buffer's byte size", what, side, p, c, side, p, d);
+        total += c;
+    }
+    if (total > 0 && buf == NULL)
+        return braid_err(BRAID_ERR_INVALID, "%s: %sbuff is NULL with %zu elements to move", what,
+                         side, total);
+    *total_p = total;
+    return BRAID_OK;
+}
+
+static braid_status_t alltoallv(const void *sbuf, const size_t *scounts, const size_t *sdispls,
+                                void *rbuf, const size_t *rcounts, const size_t *rdispls,
+                                ncclDataType_t dt, braid_comm_t *comm)
+{
+    const char *what = "ncclAllToAllv";
+    size_t ns = 0, nr = 0;
+    BRAID_CHECK(braid_comm_enter(comm, what, 1));
+    braid_status_t st = BRAID_OK;
+    if ((unsigned)dt >= ncclNumTypes)
+        st = braid_err(BRAID_ERR_INVALID, "%s: datatype %d is out of range [0, %d)", what,
+                       (int)dt, (int)ncclNumTypes);
+    size_t es = st == BRAID_OK ? braid_dtype_size((braid_dtype_t)dt) : 1;
+    if (st == BRAID_OK)
+        st = check_v_side(comm, what, "send", sbuf, scounts, sdispls, es, &ns);
+    if (st == BRAID_OK)
+        st = check_v_side(comm, what, "recv", rbuf, rcounts, rdispls, es, &nr);
+    if (st == BRAID_OK) {
+        braid_call_t call = { .kind = BRAID_COLL_ALLTOALLV, .sendbuf = sbuf, .recvbuf = rbuf,
+                              .count = ns + nr, .dtype = (braid_dtype_t)dt, .op = -1,
+                              .root = -1, .sendcounts = scounts, .sdispls = sdispls,
+                              .recvcounts = rcounts, .rdispls = rdispls };
+        st = braid_enqueue(comm, &call);
+    }
+    braid_comm_leave(comm);
+    return st;
+}
+
+BRAID_API(ncclResult_t, ncclAllToAllv, const void *sendbuff, const size_t sendcounts[],
+          const size_t sdispls[], void *recvbuff, const size_t recvcounts[],
+          const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
+{
+    (void)stream;
+    return braid_api_result(alltoallv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts,
+                                      rdispls, datatype, comm));
+}

@@ -1,0 +1,361 @@
+/*
+ * Communicator entry points: unique id, init (rank, config, scalable, all), split, shrink,
+ * finalize, destroy, abort, revoke, and the queries.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/config.h"
+#include "core/enqueue.h"
+#include "core/log.h"
+#include "core/param.h"
+
+BRAID_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId *uniqueId)
+{
+    braid_uid_t uid;
+    if (uniqueId == NULL)
+        return braid_api_result(braid_err(BRAID_ERR_INVALID, "ncclGetUniqueId: uniqueId is NULL"));
+    braid_status_t st = braid_bootstrap_get_uid(&uid);
+    if (st < 0)
+        return braid_api_result(st);
+    memset(uniqueId, 0, sizeof(*uniqueId));
+    memcpy(uniqueId->internal, &uid, sizeof(uid));
+    return ncclSuccess;
+}
+
+_Static_assert(sizeof(braid_uid_t) <= NCCL_UNIQUE_ID_BYTES, "braid_uid_t fits ncclUniqueId");
+
+static braid_status_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id, int rank,
+                                int cudev, const ncclConfig_t *config, const char *what)
+{
+    braid_comm_config_t cfg;
+    braid_comm_t *comm;
+    braid_comm_init_args_t a;
+
+    if (newcomm == NULL)
+        return braid_err(BRAID_ERR_INVALID, "%s: newcomm is NULL", what);
+    if (nranks < 1)
+        return braid_err(BRAID_ERR_INVALID, "%s: nranks is %d: use 1 or more", what, nranks);
+    if (rank < 0 || rank >= nranks)
+        return braid_err(BRAID_ERR_INVALID, "%s: rank %d is out of range [0, %d)", what, rank,
+                         nranks);
+    memset(&a, 0, sizeof(a));
+    memcpy(&a.uid, id->internal, sizeof(a.uid));
+    BRAID_CHECK(braid_bootstrap_check_uid(&a.uid));
+    BRAID_CHECK(braid_config_read(config, NULL, &cfg));
+    a.rank = rank;
+    a.nranks = nranks;
+    a.cudev = cudev;
+    BRAID_CHECK(braid_comm_alloc(&cfg, &comm));
+    int grouped = braid_group_depth() > 0;
+    braid_status_t st = braid_comm_init(comm, &a, grouped || !cfg.blocking);
+    if (st < 0) {
+        braid_comm_unregister(comm, what);
+        braid_comm_free(comm, 0);
+        return st;
+    }
+    *newcomm = comm;
+    if (grouped)
+        return braid_group_add_init(comm);
+    return st;   /* OK, or INPROGRESS for a nonblocking comm */
+}
+
+BRAID_API(ncclResult_t, ncclCommInitRank, ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
+          int rank)
+{
+    return braid_api_result(init_rank(newcomm, nranks, &commId, rank, 0, NULL, "ncclCommInitRank"));
+}
+
+BRAID_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t *comm, int nranks, ncclUniqueId commId,
+          int rank, ncclConfig_t *config)
+{
+    return braid_api_result(init_rank(comm, nranks, &commId, rank, 0, config,
+                                      "ncclCommInitRankConfig"));
+}
+
+BRAID_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks, int myrank,
+          int nId, ncclUniqueId *commIds, ncclConfig_t *config)
+{
+    const char *what = "ncclCommInitRankScalable";
+    if (commIds == NULL)
+        return braid_api_result(braid_err(BRAID_ERR_INVALID, "%s: commIds is NULL", what));
+    if (nId < 1 || nId > nranks)
+        return braid_api_result(braid_err(BRAID_ERR_INVALID, "%s: nId is %d: use 1 to nranks "
+                                          "(%d)", what, nId, nranks));
+    /* Every rank joins through the first id's root; the other roots stay unused. */
+    return braid_api_result(init_rank(newcomm, nranks, &commIds[0], myrank, 0, config, what));
+}
+
+static braid_status_t init_all(ncclComm_t *comms, int ndev, const int *devlist)
+{
+    ncclUniqueId id;
+    braid_status_t st = BRAID_OK;
+    if (comms == NULL)
+        return braid_err(BRAID_ERR_INVALID, "ncclCommInitAll: comms is NULL");
+    if (ndev < 1)
+        return braid_err(BRAID_ERR_INVALID, "ncclCommInitAll: ndev is %d: use 1 or more", ndev);
+    for (int i = 0; devlist != NULL && i < ndev; i++) {
+        if (devlist[i] < 0)
+            return braid_err(BRAID_ERR_INVALID, "ncclCommInitAll: devlist[%d] is %d", i,
+                             devlist[i]);
+        for (int j = 0; j < i; j++)
+            if (devlist[j] == devlist[i])
+                return braid_err(BRAID_ERR_INVALID, "ncclCommInitAll: device %d is listed "
+                                 "twice (devlist[%d] and devlist[%d])", devlist[i], j, i);
+    }
+    braid_uid_t uid;
+    BRAID_CHECK(braid_bootstrap_get_uid(&uid));
+    memset(&id, 0, sizeof(id));
+    memcpy(id.internal, &uid, sizeof(uid));
+    memset(comms, 0, (size_t)ndev * sizeof(*comms));
+    braid_group_start();
+    for (int i = 0; i < ndev && st >= 0; i++)
+        st = init_rank(&comms[i], ndev, &id, i, devlist ? devlist[i] : i, NULL, "ncclCommInitAll");
+    braid_status_t se = braid_group_end();
+    if (st >= 0)
+        st = se;
+    if (st < 0) {
+        for (int i = 0; i < ndev; i++) {
+            if (comms[i] != NULL && braid_comm_unregister(comms[i], "ncclCommInitAll") == BRAID_OK)
+                braid_comm_free(comms[i], 1);
+            comms[i] = NULL;
+        }
+    }
+    return st;
+}
+
+BRAID_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comm, int ndev, const int *devlist)
+{
+    return braid_api_result(init_all(comm, ndev, devlist));
+}
+
+/* ---- split and shrink ---------------------------------------------------------------- */
+
+typedef struct split_job {
+    braid_comm_t *comm;
+    int color, key;
+    braid_comm_config_t cfg;
+    ncclComm_t *newcomm;
+} split_job_t;
+
+static braid_status_t split_job_run(void *arg)
+{
+    split_job_t *job = arg;
+    braid_status_t st = braid_comm_split(job->comm, job->color, job->key, &job->cfg, job->newcomm);
+    braid_comm_leave(job->comm);
+    free(job);
+    return st;
+}
+
+static braid_status_t enter_for_child(braid_comm_t *comm, const char *what)
+{
+    BRAID_CHECK(braid_comm_enter(comm, what, 0));
+    int s = atomic_load(&comm->state);
+    if (s == BRAID_COMM_INITIALIZING || s == BRAID_COMM_FINALIZED || s == BRAID_COMM_ABORTED) {
+        braid_comm_leave(comm);
+        return braid_err(BRAID_ERR_USAGE, "%s: the communicator (rank %d) is %s", what,
+                         comm->rank, s == BRAID_COMM_INITIALIZING ? "still initializing"
+                         : s == BRAID_COMM_FINALIZED ? "finalized" : "aborted");
+    }
+    return BRAID_OK;
+}
+
+static braid_status_t split(braid_comm_t *comm, int color, int key, ncclComm_t *newcomm,
+                            const ncclConfig_t *config)
+{
+    const char *what = "ncclCommSplit";
+    braid_comm_config_t cfg;
+    if (newcomm == NULL)
+        return braid_err(BRAID_ERR_INVALID, "%s: newcomm is NULL", what);
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+        return braid_err(BRAID_ERR_INVALID, "%s: color %d is negative: use a color >= 0 or "
+                         "NCCL_SPLIT_NOCOLOR", what, color);
+    BRAID_CHECK(enter_for_child(comm, what));
+    braid_status_t st = braid_config_read(config, &comm->config, &cfg);
+    if (st < 0 || braid_group_depth() == 0) {
+        if (st >= 0)
+            st = braid_comm_split(comm, color, key, &cfg, newcomm);
+        braid_comm_leave(comm);
+        return st;
+    }
+    /* grouped: talk to the peers on a thread so this thread can drive its other ranks */
+    split_job_t *job = malloc(sizeof(*job));
+    if (job == NULL) {
+        braid_comm_leave(comm);
+        return braid_err(BRAID_ERR_NOMEM, "%s: out of memory", what);
+    }
+    *job = (split_job_t){ comm, color, key, cfg, newcomm };
+    st = braid_group_add_job(split_job_run, job);
+    if (st < 0) {
+        braid_comm_leave(comm);
+        free(job);
+    }
+    return st;
+}
+
+BRAID_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+          ncclConfig_t *config)
+{
+    return braid_api_result(split(comm, color, key, newcomm, config));
+}
+
+static braid_status_t shrink(braid_comm_t *comm, const int *excl, int nexcl, ncclComm_t *newcomm,
+                             const ncclConfig_t *config, int flags)
+{
+    const char *what = "ncclCommShrink";
+    braid_comm_config_t cfg;
+    if (newcomm == NULL)
+        return braid_err(BRAID_ERR_INVALID, "%s: newcomm is NULL", what);
+    if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT)
+        return braid_err(BRAID_ERR_INVALID, "%s: shrinkFlags is %d: use NCCL_SHRINK_DEFAULT or "
+                         "NCCL_SHRINK_ABORT", what, flags);
+    if (nexcl < 0 || (nexcl > 0 && excl == NULL))
+        return braid_err(BRAID_ERR_INVALID, "%s: excludeRanksList is %p with count %d", what,
+                         (const void *)excl, nexcl);
+    BRAID_CHECK(enter_for_child(comm, what));
+    braid_status_t st = braid_config_read(config, &comm->config, &cfg);
+    for (int i = 0; i < nexcl && st >= 0; i++) {
+        if (excl[i] < 0 || excl[i] >= comm->nranks)
+            st = braid_err(BRAID_ERR_INVALID, "%s: excludeRanksList[%d] = %d is out of range "
+                           "[0, %d)", what, i, excl[i], comm->nranks);
+        else if (excl[i] == comm->rank)
+            st = braid_err(BRAID_ERR_USAGE, "%s: rank %d is in excludeRanksList: excluded ranks "
+                           "must not call ncclCommShrink", what, comm->rank);
+        for (int j = 0; j < i && st >= 0; j++)
+            if (excl[j] == excl[i])
+                st = braid_err(BRAID_ERR_INVALID, "%s: rank %d is listed twice in "
+                               "excludeRanksList", what, excl[i]);
+    }
+    if (st >= 0 && nexcl >= comm->nranks)
+        st = braid_err(BRAID_ERR_INVALID, "%s: all %d ranks excluded", what, comm->nranks);
+    if (st >= 0)
+        st = braid_comm_shrink(comm, excl, nexcl, &cfg, flags == NCCL_SHRINK_ABORT, newcomm);
+    braid_comm_leave(comm);
+    return st;
+}
+
+BRAID_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
+          int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+    return braid_api_result(shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config,
+                                   shrinkFlags));
+}
+
+/* ---- end of life --------------------------------------------------------------------- */
+
+static braid_status_t finalize(braid_comm_t *comm)
+{
+    BRAID_CHECK(braid_comm_enter(comm, "ncclCommFinalize", 1));
+    braid_status_t st = braid_comm_finalize(comm);
+    braid_comm_leave(comm);
+    return st;
+}
+
+BRAID_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
+{
+    return braid_api_result(finalize(comm));
+}
+
+BRAID_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm)
+{
+    if (comm == NULL)
+        return ncclSuccess;   /* as NCCL: destroying NULL is a no-op */
+    braid_status_t st = braid_comm_unregister(comm, "ncclCommDestroy");
+    if (st < 0)
+        return braid_api_result(st);
+    braid_comm_free(comm, 0);
+    return ncclSuccess;
+}
+
+BRAID_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
+{
+    if (comm == NULL)
+        return ncclSuccess;
+    braid_status_t st = braid_comm_unregister(comm, "ncclCommAbort");
+    if (st < 0)
+        return braid_api_result(st);
+    braid_comm_free(comm, 1);
+    return ncclSuccess;
+}
+
+static braid_status_t revoke(braid_comm_t *comm, int flags)
+{
+    if (flags != NCCL_REVOKE_DEFAULT)
+        return braid_err(BRAID_ERR_INVALID, "ncclCommRevoke: revokeFlags is %d: must be "
+                         "NCCL_REVOKE_DEFAULT (0)", flags);
+    BRAID_CHECK(braid_comm_enter(comm, "ncclCommRevoke", 0));
+    braid_status_t st = braid_comm_revoke(comm);
+    braid_comm_leave(comm);
+    return st;
+}
+
+BRAID_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
+{
+    return braid_api_result(revoke(comm, revokeFlags));
+}
+
+/* ---- queries ------------------------------------------------------------------------- */
+
+static braid_status_t query(braid_comm_t *comm, const void *out, const char *what,
+                            const char *arg)
+{
+    if (out == NULL)
+        return braid_err(BRAID_ERR_INVALID, "%s: %s is NULL", what, arg);
+    BRAID_CHECK(braid_comm_enter(comm, what, 0));
+    braid_comm_leave(comm);
+    return BRAID_OK;
+}
+
+BRAID_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *asyncError)
+{
+    braid_status_t st = query(comm, asyncError, "ncclCommGetAsyncError", "asyncError");
+    if (st < 0)
+        return braid_api_result(st);
+    *asyncError = braid_api_result(atomic_load(&comm->async_status));
+    return ncclSuccess;
+}
+
+BRAID_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int *count)
+{
+    braid_status_t st = query(comm, count, "ncclCommCount", "count");
+    if (st == BRAID_OK)
+        *count = comm->nranks;
+    return braid_api_result(st);
+}
+
+BRAID_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int *rank)
+{
+    braid_status_t st = query(comm, rank, "ncclCommUserRank", "rank");
+    if (st == BRAID_OK)
+        *rank = comm->rank;
+    return braid_api_result(st);
+}
+
+BRAID_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int *device)
+{
+    braid_status_t st = query(comm, device, "ncclCommCuDevice", "device");
+    if (st == BRAID_OK)
+        *device = comm->cudev;
+    return braid_api_result(st);
+}
+
+BRAID_API(const char *, ncclGetLastError, ncclComm_t comm)
+{
+    (void)comm;   /* as NCCL: the last error of the process */
+    return braid_err_last();
+}
+
+BRAID_API(void, ncclResetDebugInit, void)
+{
+    braid_param_reload();
+    braid_log_reset();
+}
+
+/* Exported by libnccl.so.2 too, strong and without a twin (NCCL's internal reset). */
+BRAID_EXPORT void ncclResetDebugInitInternal(void);
+BRAID_EXPORT void ncclResetDebugInitInternal(void)
+{
+    braid_param_reload();
+    braid_log_reset();
+}

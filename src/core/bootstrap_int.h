@@ -1,0 +1,127 @@
+/*
+ * Bootstrap internals shared by bootstrap.c (the ranks) and bootstrap_root.c (the root
+ * thread): the messages between a rank and the root.
+ *
+ *   rank -> root   bs_hello_t, then info_len bytes of the rank's info blob
+ *   root -> rank   bs_reply_t; when its status is BRAID_OK the table follows:
+ *                  nranks bs_rec_t (rank order), then nranks info blobs
+ *
+ * Both ends run the same build on machines of one byte order, so fields are native.
+ */
+#ifndef BRAID_CORE_BOOTSTRAP_INT_H
+#define BRAID_CORE_BOOTSTRAP_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/bootstrap.h"
+#include "core/socket.h"
+
+#define BS_PROTO_MAGIC 0x53425242u   /* "BRBS" */
+#define BS_PROTO_VERSION 1u
+#define BS_HOST_LEN 64
+#define BS_TEXT_LEN 384
+#define BS_INFO_MAX (1u << 20)       /* per-rank info blob limit */
+#define BS_NRANKS_MAX (1 << 22)
+#define BS_GRACE_S 3                 /* ranks wait this much longer than the root */
+
+/* What a rank says about itself: one row of the table. */
+typedef struct bs_rec {
+    uint64_t host_id;
+    braid_sockaddr_t addr;           /* where its listener is */
+    int32_t rank;
+    uint32_t pid;
+    char host[BS_HOST_LEN];
+} bs_rec_t;
+
+typedef struct bs_hello {
+    uint32_t magic;
+    uint32_t version;
+    uint64_t nonce;
+    int32_t nranks;
+    uint32_t info_len;
+    bs_rec_t rec;
+} bs_hello_t;
+
+typedef struct bs_reply {
+    uint32_t magic;
+    int32_t status;                  /* braid_status_t; BRAID_OK: the table follows */
+    char text[BS_TEXT_LEN];          /* what went wrong, for the rank to report */
+} bs_reply_t;
+
+/* First message on a ring link: who connects to whom, for which communicator. */
+typedef struct bs_link_hello {
+    uint32_t magic;
+    uint32_t version;
+    uint64_t nonce;                  /* the communicator's (children: derived) */
+    uint64_t tag;                    /* 0, or the child's split tag */
+    int32_t from;
+    int32_t to;
+} bs_link_hello_t;
+
+/* An accepted connection whose communicator has not claimed it yet. */
+typedef struct bs_pending {
+    struct bs_pending *next;
+    int fd;
+    bs_link_hello_t hello;
+} bs_pending_t;
+
+/*
+ * The listener a rank opens at init; its children (split, shrink) share it, possibly from
+ * other threads, so it is reference counted and its queue of unclaimed connections locked.
+ */
+typedef struct bs_listener {
+    int fd;
+    braid_sockaddr_t addr;
+    atomic_int refs;
+    pthread_mutex_t lock;
+    bs_pending_t *pending;
+} bs_listener_t;
+
+struct braid_bootstrap {
+    int rank, nranks;
+    uint64_t nonce, tag;
+    braid_uid_t uid;                 /* the job's id (children: the parent's) */
+    int is_child;
+    int joined;
+    bs_listener_t *lis;              /* NULL for a 1-rank bootstrap */
+    int next_fd, prev_fd;            /* ring links to rank+1 and from rank-1 */
+    int abort_fd;                    /* eventfd, readable once aborted */
+    atomic_int aborted;
+    braid_status_t failed;           /* sticky: the ring is broken */
+    int timeout_s;                   /* 0: no limit */
+    size_t info_len;
+    bs_rec_t *recs;                  /* nranks rows */
+    uint8_t *infos;                  /* nranks * info_len */
+};
+
+/* bootstrap_link.c */
+braid_status_t braid_bootstrap_listener_create(braid_sockaddr_t *addr, bs_listener_t **lis_p);
+bs_listener_t *braid_bootstrap_listener_ref(bs_listener_t *lis);
+void braid_bootstrap_listener_unref(bs_listener_t *lis);   /* NULL is fine */
+/* Send our hello (bs->recs[rank], our info) to the root and receive the table. */
+braid_status_t braid_bootstrap_root_exchange(braid_bootstrap_t *bs, const braid_sockaddr_t *root);
+/* Connect to rank+1, and take rank-1's connection from the listener. */
+braid_status_t braid_bootstrap_ring_connect(braid_bootstrap_t *bs);
+/* Record a quiet socket status `st` (errno: its cause) of an exchange with `peer`. */
+braid_status_t braid_bootstrap_peer_err(const braid_bootstrap_t *bs, braid_status_t st, int peer,
+                                        const char *what);
+
+/* bootstrap_root.c */
+
+/*
+ * Start a root thread serving one job: listen on addr (its port may be 0; addr gets the
+ * bound one), wait for the ranks that carry `nonce`, send them the table, exit. A detached
+ * thread; the job's ranks report any failure.
+ */
+braid_status_t braid_bootstrap_root_start(braid_sockaddr_t *addr, int reuse_addr, uint64_t nonce,
+                                          int timeout_s);
+
+/* Stop, quietly, a root of this process that serves `nonce` (a 1-rank job needs none). */
+void braid_bootstrap_root_cancel(uint64_t nonce);
+
+/* "rank 3 (host node7, pid 1234)" */
+const char *braid_bootstrap_rec_str(const bs_rec_t *rec, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * Communicator lifecycle: registry of live handles, init (inline or on a thread), split,
+ * shrink, finalize, revoke, destroy and abort.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/proc.h"
+#include "topo/host.h"
+#include "transports/shm/shm.h"
+
+/* ---- registry of live communicators -------------------------------------------------- */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static braid_comm_t **registry;
+static int registry_len, registry_cap;
+
+static braid_status_t registry_add(braid_comm_t *comm)
+{
+    pthread_mutex_lock(&registry_lock);
+    if (registry_len == registry_cap) {
+        int cap = registry_cap ? 2 * registry_cap : 16;
+        braid_comm_t **r = realloc(registry, (size_t)cap * sizeof(*r));
+        if (r == NULL) {
+            pthread_mutex_unlock(&registry_lock);
+            return braid_err(BRAID_ERR_NOMEM, "out of memory registering a communicator");
+        }
+        registry = r;
+        registry_cap = cap;
+    }
+    registry[registry_len++] = comm;
+    pthread_mutex_unlock(&registry_lock);
+    return BRAID_OK;
+}
+
+static int registry_find(const braid_comm_t *comm)
+{
+    for (int i = 0; i < registry_len; i++)
+        if (registry[i] == comm)
+            return i;
+    return -1;
+}
+
+braid_status_t braid_comm_unregister(braid_comm_t *comm, const char *what)
+{
+    pthread_mutex_lock(&registry_lock);
+    int i = comm != NULL ? registry_find(comm) : -1;
+    if (i >= 0)
+        registry[i] = registry[--registry_len];
+    pthread_mutex_unlock(&registry_lock);
+    if (i >= 0)
+        return BRAID_OK;
+    if (comm == NULL)
+        return braid_err(BRAID_ERR_INVALID, "%s: comm is NULL", what);
+    return braid_err(BRAID_ERR_INVALID, "%s: comm %p is not a live communicator (never created, "
+                     "or already destroyed or aborted)", what, (void *)comm);
+}
+
+int braid_comm_is_live(const braid_comm_t *comm)
+{
+    pthread_mutex_lock(&registry_lock);
+    int live = comm != NULL && registry_find(comm) >= 0;
+    pthread_mutex_unlock(&registry_lock);
+    return live;
+}
+
+static const char *state_name(int st)
+{
+    switch (st) {
+    case BRAID_COMM_INITIALIZING: return "still initializing";
+    case BRAID_COMM_READY: return "ready";
+    case BRAID_COMM_ERROR: return "in error after a failed call";
+    case BRAID_COMM_REVOKED: return "revoked";
+    case BRAID_COMM_FINALIZED: return "finalized";
+    case BRAID_COMM_ABORTED: return "aborted";
+    default: return "in an unknown state";
+    }
+}
+
+braid_status_t braid_comm_enter(braid_comm_t *comm, const char *what, int need_ready)
+{
+    braid_status_t st = BRAID_OK;
+    pthread_mutex_lock(&registry_lock);
+    if (comm == NULL) {
+        st = braid_err(BRAID_ERR_INVALID, "%s: comm is NULL", what);
+    } else if (registry_find(comm) < 0) {
+        st = braid_err(BRAID_ERR_INVALID, "%s: comm %p is not a live communicator (never "
+                       "created, or already destroyed or aborted)", what, (void *)comm);
+    } else {
+        int s = atomic_load(&comm->state);
+        if (need_ready && s != BRAID_COMM_READY) {
+            braid_status_t bad = s == BRAID_COMM_ERROR ? atomic_load(&comm->async_status)
+                                                       : BRAID_ERR_USAGE;
+            st = braid_err(bad < 0 ? bad : BRAID_ERR_USAGE,
+                           "%s: communicator (rank %d of %d) is %s; only destroy, abort, split "
+                           "or shrink can be called on it", what, comm->rank, comm->nranks,
+                           state_name(s));
+        } else {
+            atomic_fetch_add(&comm->busy, 1);
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return st;
+}
+
+void braid_comm_leave(braid_comm_t *comm)
+{
+    atomic_fetch_sub(&comm->busy, 1);
+}
+
+/* ---- init --------------------------------------------------------------------------- */
+
+braid_status_t braid_comm_alloc(const braid_comm_config_t *cfg, braid_comm_t **comm_p)
+{
+    braid_comm_t *comm = calloc(1, sizeof(*comm));
+    if (comm == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "out of memory allocating a communicator");
+    comm->magic = BRAID_COMM_MAGIC;
+    comm->config = *cfg;
+    comm->rank = -1;
+    atomic_init(&comm->state, BRAID_COMM_INITIALIZING);
+    atomic_init(&comm->async_status, BRAID_INPROGRESS);
+    atomic_init(&comm->busy, 0);
+    pthread_mutex_init(&comm->lock, NULL);
+    braid_status_t st = registry_add(comm);  /* braid_comm_free expects it unregistered */
+    if (st < 0) {
+        pthread_mutex_destroy(&comm->lock);
+        free(comm);
+        return st;
+    }
+    *comm_p = comm;
+    return BRAID_OK;
+}
+
+static void peer_info_fill(braid_peer_info_t *me, int cudev)
+{
+    memset(me, 0, sizeof(*me));
+    me->host_id = braid_host_id();
+    me->pid = (int32_t)getpid();
+    me->starttime = braid_proc_self_starttime();
+    me->cudev = cudev;
+    me->slot_size = (uint64_t)braid_param_int(BRAID_P_SHM_SLOT_SIZE);
+    me->nslots = (uint32_t)braid_param_int(BRAID_P_SHM_NSLOTS);
+    snprintf(me->hostname, sizeof(me->hostname), "%s", braid_host_name());
+}
+
+static braid_status_t comm_bootstrap(braid_comm_t *comm, const braid_comm_init_args_t *a)
+{
+    braid_peer_info_t me;
+    if (a->parent != NULL)
+        return braid_bootstrap_split(a->parent->bs, a->rank, a->nranks, a->members, a->tag,
+                                     &comm->bs);
+    peer_info_fill(&me, a->cudev);
+    return braid_bootstrap_init(&a->uid, a->rank, a->nranks, &me, sizeof(me), &comm->bs);
+}
+
+static braid_status_t comm_tables(braid_comm_t *comm)
+{
+    int n = comm->nranks;
+    comm->peers = calloc((size_t)n, sizeof(*comm->peers));
+    comm->send_conns = calloc((size_t)n, sizeof(*comm->send_conns));
+    comm->recv_conns = calloc((size_t)n, sizeof(*comm->recv_conns));
+    comm->p2p_send_seq = calloc((size_t)n, sizeof(uint64_t));
+    comm->p2p_recv_seq = calloc((size_t)n, sizeof(uint64_t));
+    comm->pid_visible = calloc((size_t)n, 1);
+    if (!comm->peers || !comm->send_conns || !comm->recv_conns || !comm->p2p_send_seq ||
+        !comm->p2p_recv_seq || !comm->pid_visible)
+        return braid_err(BRAID_ERR_NOMEM, "out of memory for the tables of %d ranks", n);
+    for (int r = 0; r < n; r++) {
+        memcpy(&comm->peers[r], braid_bootstrap_info(comm->bs, r), sizeof(braid_peer_info_t));
+        /* a peer in another pid namespace cannot be watched through /proc */
+        comm->pid_visible[r] = braid_proc_alive(comm->peers[r].pid, comm->peers[r].starttime) ==
+                               BRAID_PROC_ALIVE;
+    }
+    return BRAID_OK;
+}
+
+static braid_status_t comm_slots(braid_comm_t *comm)
+{
+    const braid_peer_info_t *r0 = &comm->peers[0];
+    /* rank 0's settings win so that every rank slices alike */
+    if (r0->nslots < 2 || r0->nslots > 1024)
+        return braid_err(BRAID_ERR_INVALID, "BRAID_SHM_NSLOTS=%u on rank 0: use 2 to 1024",
+                         r0->nslots);
+    if (r0->slot_size < 64 || r0->slot_size > (1ull << 30))
+        return braid_err(BRAID_ERR_INVALID, "BRAID_SHM_SLOT_SIZE=%llu on rank 0: use 64 bytes "
+                         "to 1 GiB", (unsigned long long)r0->slot_size);
+    comm->slot_size = (size_t)(r0->slot_size + 63) / 64 * 64;
+    return BRAID_OK;
+}
+
+static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_args_t *a)
+{
+    comm->rank = a->rank;
+    comm->nranks = a->nranks;
+    comm->cudev = a->cudev;
+    braid_log_set_rank(a->rank);
+    braid_log_version_once();
+    BRAID_CHECK(comm_bootstrap(comm, a));
+    comm->nonce = braid_bootstrap_nonce(comm->bs);
+    BRAID_CHECK(comm_tables(comm));
+    BRAID_CHECK(comm_slots(comm));
+    BRAID_CHECK(braid_shm_setup(comm));
+    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
+    atomic_store(&ctrl->state, BRAID_COMM_READY);
+    BRAID_INFO(BRAID_SUB_INIT, "comm %p rank %d nranks %d nonce %016llx%s%s - init done",
+               (void *)comm, comm->rank, comm->nranks, (unsigned long long)comm->nonce,
+               comm->config.comm_name[0] ? " name " : "", comm->config.comm_name);
+    return BRAID_OK;
+}
+
+static braid_status_t comm_init_run(braid_comm_t *comm, const braid_comm_init_args_t *a)
+{
+    braid_status_t st = comm_init_body(comm, a);
+    atomic_store(&comm->state, st == BRAID_OK ? BRAID_COMM_READY : BRAID_COMM_ERROR);
+    atomic_store(&comm->async_status, st);
+    return st;
+}
+
+typedef struct init_job {
+    braid_comm_t *comm;
+    braid_comm_init_args_t args;
+    int *members;
+} init_job_t;
+
+static void *init_thread_main(void *arg)
+{
+    init_job_t *job = arg;
+    comm_init_run(job->comm, &job->args);
+    free(job->members);
+    free(job);
+    return NULL;
+}
+
+braid_status_t braid_comm_init(braid_comm_t *comm, const braid_comm_init_args_t *args, int async)
+{
+    if (!async)
+        return comm_init_run(comm, args);
+    init_job_t *job = calloc(1, sizeof(*job));
+    if (job == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "out of memory starting an init thread");
+    job->comm = comm;
+    job->args = *args;
+    if (args->members != NULL) {
+        job->members = malloc((size_t)args->nranks * sizeof(int));
+        if (job->members == NULL) {
+            free(job);
+            return braid_err(BRAID_ERR_NOMEM, "out of memory starting an init thread");
+        }
+        memcpy(job->members, args->members, (size_t)args->nranks * sizeof(int));
+        job->args.members = job->members;
+    }
+    int e = pthread_create(&comm->init_thread, NULL, init_thread_main, job);
+    if (e != 0) {
+        free(job->members);
+        free(job);
+        return braid_err(BRAID_ERR_SYSTEM, "cannot start an init thread: %s", strerror(e));
+    }
+    comm->init_thread_live = 1;
+    return BRAID_INPROGRESS;
+}
+
+braid_status_t braid_comm_wait_init(braid_comm_t *comm)
+{
+    if (comm->init_thread_live) {
+        pthread_join(comm->init_thread, NULL);
+        comm->init_thread_live = 0;
+    }
+    return atomic_load(&comm->async_status);
+}

@@ -1,0 +1,128 @@
+/*
+ * What a waiting rank checks, and what it says when it gives up.
+ *
+ * While an operation waits, its communicator is checked every BRAID_CHECK_PEERS_MS: a local
+ * abort or revoke stops it; a peer that has not finished this collective and has aborted,
+ * failed, destroyed its communicator or died (gone, zombie, or its pid reused) makes it fail
+ * with ncclRemoteError naming that rank. After BRAID_TIMEOUT seconds without progress the
+ * operation fails naming the ranks that have not reached it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/proc.h"
+#include "transports/shm/shm.h"
+
+static int op_is_p2p(const braid_op_t *op)
+{
+    return op->hdr.kind == BRAID_COLL_SEND || op->hdr.kind == BRAID_COLL_RECV;
+}
+
+/* The peer the op waits on right now, or -1. */
+static int op_waits_on(const braid_op_t *op)
+{
+    if (op->step >= op->sched.nsteps)
+        return -1;
+    const braid_step_t *st = &op->sched.steps[op->step];
+    return st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+}
+
+static const char *peer_state_word(int s)
+{
+    switch (s) {
+    case BRAID_COMM_ERROR: return "failed";
+    case BRAID_COMM_REVOKED: return "revoked its communicator";
+    case BRAID_COMM_ABORTED: return "aborted its communicator";
+    case BRAID_COMM_DESTROYED: return "destroyed its communicator";
+    default: return NULL;
+    }
+}
+
+static braid_status_t check_peer(braid_comm_t *comm, const braid_op_t *op, int r)
+{
+    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
+    const braid_peer_info_t *pi = &comm->peers[r];
+    const char *what = braid_coll_name((braid_coll_kind_t)op->hdr.kind);
+    unsigned long long seq = (unsigned long long)op->hdr.seq;
+    if (ctrl == NULL)
+        return BRAID_OK;
+    if (!op_is_p2p(op) && atomic_load(&ctrl->seq_done) >= op->hdr.seq)
+        return BRAID_OK;   /* it finished this collective: whatever it does now is its own */
+    const char *word = peer_state_word(atomic_load(&ctrl->state));
+    if (word != NULL)
+        return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) %s while rank %d waits in "
+                         "%s #%llu", r, (int)pi->pid, pi->hostname, word, comm->rank, what, seq);
+    if (comm->pid_visible[r] && braid_proc_alive(pi->pid, pi->starttime) == BRAID_PROC_DEAD)
+        return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) exited or was killed while "
+                         "rank %d waits in %s #%llu", r, (int)pi->pid, pi->hostname, comm->rank,
+                         what, seq);
+    return BRAID_OK;
+}
+
+static braid_status_t comm_check(void *ctx, const braid_op_t *op, int blocked)
+{
+    braid_comm_t *comm = ctx;
+    int s = atomic_load(&comm->state);
+    if (s == BRAID_COMM_ABORTED || s == BRAID_COMM_REVOKED)
+        return braid_err(BRAID_ERR_ABORTED, "%s #%llu stopped: the communicator (rank %d) was "
+                         "%s", braid_coll_name((braid_coll_kind_t)op->hdr.kind),
+                         (unsigned long long)op->hdr.seq, comm->rank,
+                         s == BRAID_COMM_ABORTED ? "aborted" : "revoked");
+    if (!blocked)
+        return BRAID_OK;
+    if (op_is_p2p(op)) {
+        int peer = op_waits_on(op);
+        return peer >= 0 && peer != comm->rank ? check_peer(comm, op, peer) : BRAID_OK;
+    }
+    for (int r = 0; r < comm->nranks; r++)
+        if (r != comm->rank)
+            BRAID_CHECK(check_peer(comm, op, r));
+    return BRAID_OK;
+}
+
+/* "ranks 2,5 (at #11, #9)" for the ranks that have not started collective `seq`. */
+static int missing_ranks(braid_comm_t *comm, uint64_t seq, char *buf, size_t len)
+{
+    size_t used = 0;
+    int count = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < comm->nranks && used + 32 < len; r++) {
+        braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
+        uint64_t at = ctrl != NULL ? atomic_load(&ctrl->seq_started) : 0;
+        if (r == comm->rank || ctrl == NULL || at >= seq)
+            continue;
+        used += (size_t)snprintf(buf + used, len - used, "%s%d (last started #%llu)",
+                                 count ? ", " : "", r, (unsigned long long)at);
+        count++;
+    }
+    return count;
+}
+
+static braid_status_t comm_stalled(void *ctx, const braid_op_t *op, double waited)
+{
+    braid_comm_t *comm = ctx;
+    const char *what = braid_coll_name((braid_coll_kind_t)op->hdr.kind);
+    unsigned long long seq = (unsigned long long)op->hdr.seq;
+    int peer = op_waits_on(op);
+    char missing[1024];
+
+    if (op_is_p2p(op))
+        return braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu) with rank %d made no progress "
+                         "for %.0f s (BRAID_TIMEOUT): rank %d has not made the matching call",
+                         what, seq, (unsigned long long)op->hdr.count, peer, waited, peer);
+    if (missing_ranks(comm, op->hdr.seq, missing, sizeof(missing)) > 0)
+        return braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu) made no progress for %.0f s "
+                         "(BRAID_TIMEOUT) on rank %d: ranks %s have not reached it", what, seq,
+                         (unsigned long long)op->hdr.count, waited, comm->rank, missing);
+    return braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu) made no progress for %.0f s "
+                     "(BRAID_TIMEOUT) on rank %d: every rank has started it; rank %d is waiting "
+                     "for rank %d", what, seq, (unsigned long long)op->hdr.count, waited,
+                     comm->rank, comm->rank, peer);
+}
+
+const braid_exec_hooks_t braid_comm_exec_hooks = {
+    .check = comm_check,
+    .stalled = comm_stalled,
+};

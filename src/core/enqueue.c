@@ -1,0 +1,295 @@
+/*
+ * Calls become operations: the reduction is lowered (ncclAvg on floats is a pre-multiply by
+ * 1/n, on integers a sum then a division by n; ncclPreMulSum is a pre-multiply by the
+ * operator's scalar), the algorithm builds this rank's schedule, and the operation runs at
+ * once or waits for the outermost ncclGroupEnd of the thread.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/enqueue.h"
+#include "core/log.h"
+
+typedef struct group_job {
+    pthread_t thread;
+    braid_group_job_fn fn;
+    void *arg;
+    braid_status_t st;
+} group_job_t;
+
+typedef struct group_state {
+    int depth;
+    group_job_t **jobs;
+    int njobs, job_cap;
+    braid_op_t **ops;
+    int nops, cap;
+    braid_comm_t **inits;
+    int ninits, init_cap;
+} group_state_t;
+
+static _Thread_local group_state_t group;
+
+static braid_status_t lower_redop(braid_comm_t *comm, const braid_call_t *call,
+                                  braid_redop_spec_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    if (call->op < 0)
+        return BRAID_OK;
+    if (call->op < BRAID_NUM_OPS) {
+        r->kind = (braid_opkind_t)call->op;
+        return BRAID_OK;
+    }
+    r->kind = BRAID_OP_SUM;
+    if (call->op == 4) {   /* ncclAvg */
+        if (braid_dtype_is_float(call->dtype)) {
+            r->premul = 1;
+            r->scalar.f = 1.0 / comm->nranks;
+        } else {
+            r->postdiv = (uint64_t)comm->nranks;
+        }
+        return BRAID_OK;
+    }
+    const braid_premul_t *pm = &comm->premuls[call->op - 5];
+    r->premul = 1;
+    r->scalar = pm->ptr != NULL ? braid_scalar_load(call->dtype, pm->ptr) : pm->value;
+    return BRAID_OK;
+}
+
+static void op_header(braid_comm_t *comm, const braid_call_t *call, braid_op_t *op)
+{
+    braid_msg_hdr_t *h = &op->hdr;
+    h->kind = (uint8_t)call->kind;
+    h->dtype = (uint8_t)call->dtype;
+    h->op = call->op < 0 ? 255 : (uint8_t)(call->op < 5 ? call->op : 5);
+    h->count = call->kind == BRAID_COLL_ALLTOALLV ? 0 : call->count;
+    if (call->kind == BRAID_COLL_SEND) {
+        h->root = -1;
+        h->seq = ++comm->p2p_send_seq[call->root];
+    } else if (call->kind == BRAID_COLL_RECV) {
+        h->root = -1;
+        h->seq = ++comm->p2p_recv_seq[call->root];
+    } else {
+        h->root = call->kind == BRAID_COLL_BROADCAST || call->kind == BRAID_COLL_REDUCE ||
+                          call->kind == BRAID_COLL_GATHER || call->kind == BRAID_COLL_SCATTER
+                      ? call->root
+                      : -1;
+        h->seq = ++comm->coll_seq;
+    }
+    op->expect = *h;
+    if (call->kind == BRAID_COLL_RECV)
+        op->expect.kind = BRAID_COLL_SEND;   /* a receive matches the peer's send */
+}
+
+static int call_in_place(const braid_comm_t *comm, const braid_call_t *c)
+{
+    size_t es = braid_dtype_size(c->dtype), blk = c->count * es;
+    const char *s = c->sendbuf, *r = c->recvbuf;
+    switch (c->kind) {
+    case BRAID_COLL_ALLGATHER: return s == r + (size_t)comm->rank * blk;
+    case BRAID_COLL_REDUCESCATTER: return r == s + (size_t)comm->rank * blk;
+    case BRAID_COLL_GATHER: return s == r + (size_t)c->root * blk;
+    case BRAID_COLL_SCATTER: return r == s + (size_t)c->root * blk;
+    default: return s == r;
+    }
+}
+
+static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, braid_op_t *op)
+{
+    braid_coll_t coll = {
+        .kind = call->kind, .dtype = call->dtype, .rank = comm->rank, .nranks = comm->nranks,
+        .root = call->root, .count = call->count, .in_place = call_in_place(comm, call),
+        .sendcounts = call->sendcounts, .sdispls = call->sdispls,
+        .recvcounts = call->recvcounts, .rdispls = call->rdispls,
+    };
+    braid_sched_init(&op->sched, braid_dtype_size(call->dtype));
+    BRAID_CHECK(lower_redop(comm, call, &op->redop));
+    BRAID_CHECK(braid_algo_build(&coll, &op->sched, NULL));
+    op->bufs[BRAID_BUF_SEND] = (void *)call->sendbuf;
+    op->bufs[BRAID_BUF_RECV] = call->recvbuf;
+    op->dtype = call->dtype;
+    op->rank = comm->rank;
+    op->nranks = comm->nranks;
+    op->send_conns = comm->send_conns;
+    op->recv_conns = comm->recv_conns;
+    op->slice = comm->slot_size / op->sched.align * op->sched.align;
+    op->hooks = &braid_comm_exec_hooks;
+    op->hook_ctx = comm;
+    op_header(comm, call, op);
+    return BRAID_OK;
+}
+
+static int op_is_coll(const braid_op_t *op)
+{
+    return op->hdr.kind != BRAID_COLL_SEND && op->hdr.kind != BRAID_COLL_RECV;
+}
+
+/* Run operations together (one call, or a whole group), then free them. */
+static braid_status_t ops_run(braid_op_t **ops, int n)
+{
+    braid_status_t st = BRAID_OK;
+    for (int i = 0; i < n && st == BRAID_OK; i++) {
+        st = braid_op_start(ops[i]);
+        if (st == BRAID_OK && op_is_coll(ops[i]))
+            braid_comm_publish(ops[i]->hook_ctx, ops[i]->hdr.seq, 0);
+    }
+    if (st == BRAID_OK)
+        st = braid_exec_run(ops, n);
+    for (int i = 0; i < n; i++) {
+        braid_comm_t *comm = ops[i]->hook_ctx;
+        if (st == BRAID_OK && op_is_coll(ops[i]))
+            braid_comm_publish(comm, 0, ops[i]->hdr.seq);
+        if (st < 0 && !ops[i]->done)
+            braid_comm_set_error(comm, st);
+        braid_op_finish(ops[i]);
+        braid_comm_leave(comm);
+        free(ops[i]);
+    }
+    return st;
+}
+
+static braid_status_t group_push(void ***arr, int *len, int *cap, void *item)
+{
+    if (*len == *cap) {
+        int c = *cap ? 2 * *cap : 8;
+        void **a = realloc(*arr, (size_t)c * sizeof(void *));
+        if (a == NULL)
+            return braid_err(BRAID_ERR_NOMEM, "out of memory queueing a call in a group");
+        *arr = a;
+        *cap = c;
+    }
+    (*arr)[(*len)++] = item;
+    return BRAID_OK;
+}
+
+braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call)
+{
+    braid_op_t *op = calloc(1, sizeof(*op));
+    if (op == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "out of memory for a %s call",
+                         braid_coll_name(call->kind));
+    braid_status_t st = op_build(comm, call, op);
+    if (st < 0) {
+        braid_sched_free(&op->sched);
+        free(op);
+        return st;
+    }
+    /* the comm stays entered until the op has run: an abort waits for it */
+    atomic_fetch_add(&comm->busy, 1);
+    if (group.depth == 0)
+        return ops_run(&op, 1);
+    st = group_push((void ***)&group.ops, &group.nops, &group.cap, op);
+    if (st < 0) {
+        braid_comm_leave(comm);
+        braid_sched_free(&op->sched);
+        free(op);
+    }
+    return st;
+}
+
+int braid_group_depth(void)
+{
+    return group.depth;
+}
+
+void braid_group_start(void)
+{
+    group.depth++;
+}
+
+braid_status_t braid_group_add_init(braid_comm_t *comm)
+{
+    return group_push((void ***)&group.inits, &group.ninits, &group.init_cap, comm);
+}
+
+static void *job_main(void *arg)
+{
+    group_job_t *job = arg;
+    job->st = job->fn(job->arg);
+    return NULL;
+}
+
+braid_status_t braid_group_add_job(braid_group_job_fn fn, void *arg)
+{
+    group_job_t *job = calloc(1, sizeof(*job));
+    if (job == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "out of memory queueing a call in a group");
+    job->fn = fn;
+    job->arg = arg;
+    braid_status_t st = group_push((void ***)&group.jobs, &group.njobs, &group.job_cap, job);
+    if (st < 0) {
+        free(job);
+        return st;
+    }
+    int e = pthread_create(&job->thread, NULL, job_main, job);
+    if (e != 0) {
+        group.njobs--;
+        free(job);
+        return braid_err(BRAID_ERR_SYSTEM, "cannot start a thread for a grouped call: %s",
+                         strerror(e));
+    }
+    return BRAID_OK;
+}
+
+static braid_status_t group_wait_jobs(void)
+{
+    braid_status_t st = BRAID_OK;
+    for (int i = 0; i < group.njobs; i++) {
+        pthread_join(group.jobs[i]->thread, NULL);
+        if (group.jobs[i]->st < 0 && st >= 0)
+            st = group.jobs[i]->st;
+        free(group.jobs[i]);
+    }
+    group.njobs = 0;
+    return st;
+}
+
+static braid_status_t group_wait_inits(void)
+{
+    braid_status_t st = BRAID_OK;
+    for (int i = 0; i < group.ninits; i++) {
+        braid_comm_t *comm = group.inits[i];
+        if (!comm->config.blocking) {
+            if (st == BRAID_OK)
+                st = BRAID_INPROGRESS;   /* it finishes on its own thread */
+            continue;
+        }
+        braid_status_t s = braid_comm_wait_init(comm);
+        if (s < 0 && st >= 0)
+            st = s;
+    }
+    group.ninits = 0;
+    return st;
+}
+
+braid_status_t braid_group_end(void)
+{
+    if (--group.depth > 0)
+        return BRAID_OK;
+    braid_status_t st = BRAID_OK;
+    if (group.nops > 0)
+        st = ops_run(group.ops, group.nops);
+    group.nops = 0;
+    braid_status_t sj = group_wait_jobs();
+    braid_status_t si = group_wait_inits();
+    if (st < 0)
+        return st;
+    return sj < 0 ? sj : si;
+}
+
+braid_status_t braid_group_simulate_end(double *seconds_p)
+{
+    /* A plain cost model for now: 5 us per step and 5 GB/s per byte moved. */
+    double t = 0;
+    for (int i = 0; i < group.nops; i++) {
+        braid_op_t *op = group.ops[i];
+        for (int s = 0; s < op->sched.nsteps; s++)
+            t += 5e-6 + (double)op->sched.steps[s].bytes / 5e9;
+        braid_sched_free(&op->sched);
+        braid_comm_leave(op->hook_ctx);
+        free(op);
+    }
+    group.nops = 0;
+    *seconds_p = t;
+    return braid_group_end();
+}

@@ -1,0 +1,44 @@
+/*
+ * From a checked API call to running operations: lowering of the reduction, schedule
+ * building, and groups (ncclGroupStart/End are per thread and nest; the outermost
+ * ncclGroupEnd runs every queued operation together, so a ring of grouped send/recv and one
+ * thread driving several ranks both work).
+ */
+#ifndef BRAID_CORE_ENQUEUE_H
+#define BRAID_CORE_ENQUEUE_H
+
+#include <stddef.h>
+
+#include "core/comm.h"
+
+typedef struct braid_call {
+    braid_coll_kind_t kind;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    braid_dtype_t dtype;
+    int op;                     /* ncclRedOp_t value; -1 when the call has none */
+    int root;                   /* root, or the peer of send/recv; -1 when none */
+    const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;   /* alltoallv */
+} braid_call_t;
+
+/* Build the operation of a call and run it now, or queue it in the thread's group.
+ * The caller has checked every argument and entered the comm. */
+braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call);
+
+int braid_group_depth(void);
+void braid_group_start(void);
+/* Outermost end: run what was queued; wait for grouped inits of blocking comms.
+ * Returns INPROGRESS when a nonblocking comm's init is still running. */
+braid_status_t braid_group_end(void);
+/* Like the outermost braid_group_end, but runs nothing: drops the queued operations and
+ * estimates how long they would have taken (seconds). */
+braid_status_t braid_group_simulate_end(double *seconds_p);
+/* A comm whose init thread was started inside a group: waited for at the outermost end. */
+braid_status_t braid_group_add_init(braid_comm_t *comm);
+/* Run fn(arg) on a thread now; the outermost end joins it and reports its status. Used for
+ * calls that talk to peers at once (split), so one thread can drive several ranks. */
+typedef braid_status_t (*braid_group_job_fn)(void *arg);
+braid_status_t braid_group_add_job(braid_group_job_fn fn, void *arg);
+
+#endif

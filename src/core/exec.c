@@ -1,0 +1,318 @@
+/*
+ * The executor: runs a schedule slice by slice over transport slots.
+ *
+ * Within a stage, slice i of every step runs in step order before slice i+1, so a ring's
+ * 2(n-1) steps form a pipeline: while a rank reduces slice i of step t, its neighbour is
+ * already sending slice i+1. Each slice is one slot: the receive slot is read in place and
+ * the result is written straight into the send slot (one memory pass per hop).
+ *
+ * Connections are shared by the operations of a communicator, and messages are matched in
+ * order, so an operation may use a connection only once every operation issued before it on
+ * that connection is finished: each op takes a ticket per connection at start and waits
+ * until that ticket is served.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/exec.h"
+#include "core/log.h"
+#include "core/param.h"
+
+double braid_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int stage_end_of(const braid_sched_t *s, int begin)
+{
+    int e = begin + 1;
+    while (e < s->nsteps && !(s->steps[e].flags & BRAID_STEP_STAGE))
+        e++;
+    return e;
+}
+
+static size_t stage_niter(const braid_op_t *op)
+{
+    size_t most = 0;
+    for (int i = op->stage_begin; i < op->stage_end; i++)
+        if (op->sched.steps[i].bytes > most)
+            most = op->sched.steps[i].bytes;
+    return (most + op->slice - 1) / op->slice;
+}
+
+static void stage_enter(braid_op_t *op, int begin)
+{
+    op->stage_begin = begin;
+    op->stage_end = begin < op->sched.nsteps ? stage_end_of(&op->sched, begin) : begin;
+    op->step = begin;
+    op->iter = 0;
+    op->niter = begin < op->sched.nsteps ? stage_niter(op) : 0;
+}
+
+braid_status_t braid_op_start(braid_op_t *op)
+{
+    int n = op->nranks;
+    if (op->slice < op->sched.align || op->slice % op->sched.align)
+        return braid_err(BRAID_ERR_INTERNAL, "slice of %zu bytes is not a multiple of %zu",
+                         op->slice, op->sched.align);
+    op->tickets = calloc(2 * (size_t)n, sizeof(*op->tickets));
+    if (op->tickets == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "out of memory starting an operation on %d ranks", n);
+    if (op->sched.scratch_bytes) {
+        op->bufs[BRAID_BUF_SCRATCH] = malloc(op->sched.scratch_bytes);
+        if (op->bufs[BRAID_BUF_SCRATCH] == NULL) {
+            free(op->tickets);
+            op->tickets = NULL;
+            return braid_err(BRAID_ERR_NOMEM, "out of memory allocating %zu bytes of scratch",
+                             op->sched.scratch_bytes);
+        }
+    }
+    /* One ticket per connection used, taken in call order; UINT64_MAX means unused. */
+    for (int p = 0; p < 2 * n; p++)
+        op->tickets[p] = UINT64_MAX;
+    for (int i = 0; i < op->sched.nsteps; i++) {
+        const braid_step_t *st = &op->sched.steps[i];
+        if (st->send_peer >= 0 && op->tickets[st->send_peer] == UINT64_MAX)
+            op->tickets[st->send_peer] = op->send_conns[st->send_peer]->ticket_next++;
+        if (st->recv_peer >= 0 && op->tickets[n + st->recv_peer] == UINT64_MAX)
+            op->tickets[n + st->recv_peer] = op->recv_conns[st->recv_peer]->ticket_next++;
+    }
+    stage_enter(op, 0);
+    op->started = 1;
+    op->last_progress = braid_now();
+    return BRAID_OK;
+}
+
+/* Serve the next ticket on every connection still held, so that the next operation of the
+ * communicator on it may start (at completion, not only at finish: a group's later op on
+ * the same connection waits for this one while both are driven by braid_exec_run). */
+static void op_conns_release(braid_op_t *op)
+{
+    int n = op->nranks;
+    for (int p = 0; p < n; p++) {
+        if (op->tickets[p] != UINT64_MAX)
+            op->send_conns[p]->ticket_serving = op->tickets[p] + 1;
+        if (op->tickets[n + p] != UINT64_MAX)
+            op->recv_conns[p]->ticket_serving = op->tickets[n + p] + 1;
+        op->tickets[p] = op->tickets[n + p] = UINT64_MAX;
+    }
+}
+
+void braid_op_finish(braid_op_t *op)
+{
+    /* After an error the connection is out of step anyway and the communicator is marked
+     * broken by the caller. */
+    if (op->started)
+        op_conns_release(op);
+    free(op->tickets);
+    op->tickets = NULL;
+    if (op->sched.scratch_bytes)
+        free(op->bufs[BRAID_BUF_SCRATCH]);
+    op->bufs[BRAID_BUF_SCRATCH] = NULL;
+    braid_sched_free(&op->sched);
+    op->started = 0;
+}
+
+static braid_status_t hdr_mismatch(const braid_op_t *op, int peer, const braid_msg_hdr_t *got)
+{
+    const braid_msg_hdr_t *e = &op->expect;
+    return braid_err(BRAID_ERR_REMOTE,
+                     "mismatched calls: rank %d sent %s #%llu (count %llu, %s, op %d, root %d) "
+                     "while rank %d expects %s #%llu (count %llu, %s, op %d, root %d); every "
+                     "rank must make the same calls in the same order with the same arguments",
+                     peer, braid_coll_name((braid_coll_kind_t)got->kind),
+                     (unsigned long long)got->seq, (unsigned long long)got->count,
+                     braid_dtype_name((braid_dtype_t)got->dtype), got->op, (int)got->root,
+                     op->rank, braid_coll_name((braid_coll_kind_t)e->kind),
+                     (unsigned long long)e->seq, (unsigned long long)e->count,
+                     braid_dtype_name((braid_dtype_t)e->dtype), e->op, (int)e->root);
+}
+
+static int hdr_equal(const braid_msg_hdr_t *a, const braid_msg_hdr_t *b)
+{
+    return a->seq == b->seq && a->count == b->count && a->kind == b->kind &&
+           a->dtype == b->dtype && a->op == b->op && a->root == b->root;
+}
+
+static char *ref_ptr(const braid_op_t *op, braid_ref_t r, size_t off)
+{
+    return r.buf == BRAID_BUF_NONE ? NULL : (char *)op->bufs[r.buf] + r.off + off;
+}
+
+/* Produce the slice's value into `out` (a send slot or the destination). */
+static void slice_compute(const braid_op_t *op, const braid_step_t *st, void *out,
+                          const void *in, const char *src, size_t len)
+{
+    size_t n = len / op->sched.align;
+    const braid_redop_spec_t *r = &op->redop;
+    int reduce = (st->flags & BRAID_STEP_REDUCE) != 0;
+    const braid_scalar_t *pre = reduce && r->premul ? &r->scalar : NULL;
+
+    if (in != NULL && reduce && src != NULL)
+        braid_kern_reduce(op->dtype, r->kind, out, in, src, n, pre);
+    else if (in != NULL)
+        braid_kern_copy(out, in, len);
+    else if (pre != NULL)
+        braid_kern_scale(op->dtype, out, src, n, pre);
+    else if (out != src)
+        braid_kern_copy(out, src, len);
+    if ((st->flags & BRAID_STEP_FINAL) && r->postdiv > 1)
+        braid_kern_divide(op->dtype, out, out, n, r->postdiv);
+}
+
+/* Move slice `iter` of one step: INPROGRESS if a slot is not ready yet. */
+static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
+{
+    size_t off = op->iter * op->slice;
+    if (off >= st->bytes)
+        return BRAID_OK;
+    size_t len = st->bytes - off < op->slice ? st->bytes - off : op->slice;
+    braid_conn_t *rc = NULL, *sc = NULL;
+    const void *in = NULL;
+    void *out = NULL;
+    int n = op->nranks;
+
+    if (st->recv_peer >= 0) {
+        rc = op->recv_conns[st->recv_peer];
+        if (rc->ticket_serving != op->tickets[n + st->recv_peer])
+            return BRAID_INPROGRESS;
+        size_t rlen;
+        braid_msg_hdr_t hdr;
+        braid_status_t s = braid_conn_recv_slot(rc, &in, &rlen, &hdr);
+        if (s != BRAID_OK)
+            return s;
+        if (!hdr_equal(&hdr, &op->expect))
+            return hdr_mismatch(op, st->recv_peer, &hdr);
+        if (rlen != len)
+            return braid_err(BRAID_ERR_REMOTE,
+                             "rank %d sent %zu bytes where rank %d expects %zu (slice %zu of "
+                             "%s #%llu): mismatched counts or datatypes",
+                             st->recv_peer, rlen, op->rank, len, op->iter,
+                             braid_coll_name((braid_coll_kind_t)op->expect.kind),
+                             (unsigned long long)op->expect.seq);
+    }
+    if (st->send_peer >= 0) {
+        sc = op->send_conns[st->send_peer];
+        if (sc->ticket_serving != op->tickets[st->send_peer])
+            return BRAID_INPROGRESS;
+        size_t cap;
+        braid_status_t s = braid_conn_send_slot(sc, &out, &cap);
+        if (s != BRAID_OK)
+            return s;
+        if (cap < len)
+            return braid_err(BRAID_ERR_INTERNAL, "slot of %zu bytes to rank %d is smaller "
+                             "than the %zu-byte slice", cap, st->send_peer, len);
+    }
+    char *src = ref_ptr(op, st->src, off), *dst = ref_ptr(op, st->dst, off);
+    slice_compute(op, st, out != NULL ? out : dst, in, src, len);
+    if (out != NULL && dst != NULL)
+        braid_kern_copy(dst, out, len);
+    if (sc != NULL)
+        BRAID_CHECK(braid_conn_send_commit(sc, len, &op->hdr));
+    if (rc != NULL)
+        BRAID_CHECK(braid_conn_recv_release(rc));
+    return BRAID_OK;
+}
+
+braid_status_t braid_op_progress(braid_op_t *op)
+{
+    while (op->stage_begin < op->sched.nsteps) {
+        if (op->step == op->stage_end) {
+            op->step = op->stage_begin;
+            op->iter++;
+        }
+        if (op->iter >= op->niter) {
+            stage_enter(op, op->stage_end);
+            continue;
+        }
+        braid_status_t st = step_slice(op, &op->sched.steps[op->step]);
+        if (st != BRAID_OK)
+            return st;
+        op->step++;
+        op->slices_done++;
+    }
+    if (!op->done)
+        op_conns_release(op);
+    op->done = 1;
+    return BRAID_OK;
+}
+
+/* Waiting: spin a little, then yield the core, then sleep, so that ranks may outnumber
+ * cores without starving the one that holds the data. */
+static void backoff(unsigned idle)
+{
+    if (idle < 128) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    } else if (idle < 1024) {
+        sched_yield();
+    } else {
+        unsigned shift = (idle - 1024) / 64;
+        long ns = 20000L << (shift < 5 ? shift : 5);   /* 20 us .. 640 us */
+        struct timespec ts = { 0, ns };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static braid_status_t exec_checks(braid_op_t **ops, int nops, double now, double timeout,
+                                  int blocked)
+{
+    for (int i = 0; i < nops; i++) {
+        braid_op_t *op = ops[i];
+        if (op->done || op->hooks == NULL)
+            continue;
+        if (op->hooks->check != NULL)
+            BRAID_CHECK(op->hooks->check(op->hook_ctx, op, blocked));
+        if (blocked && timeout > 0 && now - op->last_progress > timeout)
+            return op->hooks->stalled(op->hook_ctx, op, now - op->last_progress);
+    }
+    return BRAID_OK;
+}
+
+braid_status_t braid_exec_run(braid_op_t **ops, int nops)
+{
+    double timeout = (double)braid_param_int(BRAID_P_TIMEOUT);
+    double check_every = (double)braid_param_int(BRAID_P_CHECK_PEERS_MS) * 1e-3;
+    double next_check = braid_now() + check_every;
+    unsigned idle = 0;
+
+    for (;;) {
+        int pending = 0, moved = 0;
+        for (int i = 0; i < nops; i++) {
+            braid_op_t *op = ops[i];
+            if (op->done)
+                continue;
+            uint64_t before = op->slices_done;
+            braid_status_t st = braid_op_progress(op);
+            if (st < 0)
+                return st;
+            if (op->slices_done != before) {
+                moved = 1;
+                op->last_progress = -1;   /* stamped below */
+            }
+            pending += !op->done;
+        }
+        if (!pending)
+            return BRAID_OK;
+        if (moved)
+            idle = 0;
+        else
+            backoff(idle++);
+        if (moved || (idle & 15) == 0 || idle > 1024) {
+            double now = braid_now();
+            for (int i = 0; i < nops; i++)
+                if (ops[i]->last_progress < 0)
+                    ops[i]->last_progress = now;
+            if (now >= next_check) {
+                next_check = now + check_every;
+                BRAID_CHECK(exec_checks(ops, nops, now, timeout, !moved));
+            }
+        }
+    }
+}

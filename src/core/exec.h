@@ -1,0 +1,81 @@
+/*
+ * The executor: runs schedules (algorithms/sched.h) over transport connections.
+ *
+ * An operation (braid_op_t) is one call of one rank: a schedule, the buffers it names, the
+ * reduction, and the connections to its peers. braid_op_progress() is resumable: it does as
+ * much as the transport allows without blocking and returns BRAID_INPROGRESS when it has to
+ * wait, so one thread can drive many operations (a group, several ranks of one process, or
+ * the one-process schedule simulator of the unit tests) by calling it round-robin.
+ * braid_exec_run() is that loop, with back-off, peer checks and the collective timeout.
+ */
+#ifndef BRAID_CORE_EXEC_H
+#define BRAID_CORE_EXEC_H
+
+#include <stdint.h>
+
+#include "algorithms/sched.h"
+#include "kernels/kernels.h"
+#include "transports/transport.h"
+
+/* How a reduction combines, after ncclAvg / ncclPreMulSum were lowered. */
+typedef struct braid_redop_spec {
+    braid_opkind_t kind;
+    int premul;                 /* pre-multiply this rank's contributions by scalar */
+    braid_scalar_t scalar;
+    uint64_t postdiv;           /* > 1: divide final values by it (integer ncclAvg) */
+} braid_redop_spec_t;
+
+struct braid_op;
+
+typedef struct braid_exec_hooks {
+    /* Called every BRAID_CHECK_PEERS_MS; `blocked`: no op of the run could move in the
+     * last pass (then peers are checked too, else only local state). An error stops it. */
+    braid_status_t (*check)(void *ctx, const struct braid_op *op, int blocked);
+    /* Called once the operation made no progress for the timeout; returns the error. */
+    braid_status_t (*stalled)(void *ctx, const struct braid_op *op, double waited_s);
+} braid_exec_hooks_t;
+
+typedef struct braid_op {
+    /* Filled by the caller before braid_op_start. */
+    braid_sched_t sched;            /* owned by the op from braid_op_start on */
+    void *bufs[4];                  /* by braid_buf_t; SCRATCH is allocated by start */
+    braid_dtype_t dtype;
+    braid_redop_spec_t redop;
+    braid_msg_hdr_t hdr;            /* sent with every message of this op */
+    braid_msg_hdr_t expect;         /* what every received message must carry */
+    int rank, nranks;
+    braid_conn_t **send_conns;      /* [nranks], NULL where unused */
+    braid_conn_t **recv_conns;
+    size_t slice;                   /* bytes per slice, at most every slot size */
+    const braid_exec_hooks_t *hooks;
+    void *hook_ctx;
+
+    /* Executor state. */
+    uint64_t *tickets;              /* [2 * nranks]: send tickets, then receive tickets */
+    int stage_begin, stage_end, step;
+    size_t iter, niter;
+    uint64_t slices_done;           /* grows with every slice moved: progress indicator */
+    double last_progress;           /* braid_now() of the last slice moved */
+    int started, done;
+} braid_op_t;
+
+/* Take this op's turn on each connection it uses (in call order), allocate scratch. */
+braid_status_t braid_op_start(braid_op_t *op);
+/* BRAID_OK once complete, BRAID_INPROGRESS while waiting, or an error. */
+braid_status_t braid_op_progress(braid_op_t *op);
+/* Give the connections to the next operation and free what the op owns. Safe after errors
+ * and on an op that was never started. */
+void braid_op_finish(braid_op_t *op);
+
+/*
+ * Drive started ops to completion, round-robin, backing off (spin, yield, sleep) while none
+ * moves; every check interval call each op's hooks->check, and fail an op that made no
+ * progress for BRAID_TIMEOUT seconds through hooks->stalled. Returns the first error (the
+ * other ops are left as they are; the caller finishes them all).
+ */
+braid_status_t braid_exec_run(braid_op_t **ops, int nops);
+
+/* Monotonic time in seconds. */
+double braid_now(void);
+
+#endif

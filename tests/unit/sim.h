@@ -1,0 +1,45 @@
+/*
+ * One-process schedule simulator (DESIGN.md section 2): every rank of a call runs its
+ * schedule through the real executor (src/core/exec.c) over in-memory FIFOs, driven
+ * round-robin by one thread. Deterministic: a full round in which no rank moves while some
+ * are not done is a deadlock, reported with the stuck ranks and their steps.
+ *
+ * The transport has one FIFO of `nslots` slots of `slot_size` bytes per ordered pair of
+ * ranks (a rank to itself included) and fails on protocol misuse: committing without a
+ * slot, releasing without one, a commit longer than the slot, using the wrong end.
+ */
+#ifndef BRAID_TESTS_UNIT_SIM_H
+#define BRAID_TESTS_UNIT_SIM_H
+
+#include "algorithms/sched.h"
+#include "core/exec.h"
+
+typedef struct sim_cfg {
+    int nslots;             /* slots per FIFO, >= 2 */
+    size_t slot_size;       /* bytes per slot; the slice is this rounded down to the element */
+} sim_cfg_t;
+
+/* One operation of one rank. Several calls may name the same rank (a group): they are
+ * started in array order, so they take their turns on shared connections in that order. */
+typedef struct sim_call {
+    int rank;
+    braid_coll_t coll;              /* built with braid_algo_build unless sched is set */
+    const braid_sched_t *sched;     /* optional: run (a copy of) this schedule instead */
+    void *sendbuf, *recvbuf;
+    braid_redop_spec_t redop;
+    braid_msg_hdr_t hdr, expect;
+} sim_call_t;
+
+typedef struct sim_result {
+    braid_status_t st;      /* the first error, BRAID_OK on success */
+    int deadlock;           /* 1 when no rank could move */
+    int rank;               /* the rank that failed, -1 if none or several */
+    char msg[2048];         /* what went wrong, for the test's failure message */
+} sim_result_t;
+
+/* Run the calls on `nranks` ranks to completion. Returns 0 when every call completed, the
+ * transport was used correctly and every message sent was received; otherwise nonzero and
+ * res->msg says why. */
+int sim_run(const sim_cfg_t *cfg, int nranks, sim_call_t *calls, int ncalls, sim_result_t *res);
+
+#endif
