@@ -35,7 +35,8 @@ static braid_status_t algo_coll_check(const braid_coll_t *c)
 {
     if ((unsigned)c->kind >= BRAID_COLL_NUM || braid_dtype_size(c->dtype) == 0)
         return braid_err(BRAID_ERR_INTERNAL, "cannot build a schedule for collective %d on "
-                         "datatype %d: unknown to the algorithms", (int)c->kind, (int)c->dtype);
+                         "datatype %d: unknown to the algorithms (a braid bug, please report "
+                         "it)", (int)c->kind, (int)c->dtype);
     if (c->nranks < 1 || c->rank < 0 || c->rank >= c->nranks)
         return braid_err(BRAID_ERR_INTERNAL, "cannot build %s for rank %d of %d ranks",
                          braid_coll_name(c->kind), c->rank, c->nranks);

@@ -1,6 +1,9 @@
 /*
  * Chain algorithms: broadcast and reduce along the ring order, pipelined.
  *
+ *   broadcast:  root --> root+1 --> root+2 --> ... --> root-1
+ *   reduce:     root+1 --> root+2 --> ... --> root-1 --> root
+ *
  * Each rank does one step over the whole buffer; the executor cuts it into slices, so a
  * rank forwards slice i while its predecessor already sends slice i+1, and the chain costs
  * about one buffer transfer plus (n - 1) slice latencies, as NCCL's ring broadcast/reduce.

@@ -1,10 +1,16 @@
 /*
  * Direct algorithms: every message goes straight from its source to its destination.
  *
+ *   gather / scatter:        all-to-all, step k:        send / recv:
+ *        1   2                  r-k --> r --> r+k          r --> peer
+ *         \ /
+ *     0 -- root -- 3
+ *
  * Gather and scatter (the root exchanges one block with every rank), all-to-all and
- * all-to-allv (pairwise exchange), and point-to-point send and recv. All steps of a
- * schedule form one stage, so the executor interleaves them slice by slice: the root of a
- * gather drains every peer's FIFO in turn instead of one peer at a time.
+ * all-to-allv (pairwise exchange), and point-to-point send and recv. The steps of a
+ * schedule form one stage (in-place all-to-all adds a first one), so the executor
+ * interleaves them slice by slice: the root of a gather drains every peer's FIFO in turn
+ * instead of one peer at a time.
  *
  * Deadlock freedom of the pairwise exchange: order every (slice, k, send/recv) position.
  * A rank waits either for a message its source sends at an earlier position, or for a slot

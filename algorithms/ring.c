@@ -1,6 +1,10 @@
 /*
  * Ring algorithms: all-reduce, all-gather and reduce-scatter over the ring r -> r+1.
  *
+ *     +--> rank 0 --> rank 1 --> ... --> rank n-1 --+      one FIFO per neighbour pair;
+ *     |                                              |      every step receives from the
+ *     +----------------------------------------------+      left and/or sends right
+ *
  * Every step receives from r-1 and/or sends to r+1, so each builder is one loop, and the
  * whole schedule is one stage: the executor pipelines it slice by slice, so that while a
  * rank works on slice i of step t its neighbour already works on slice i+1 (DESIGN.md 4).
@@ -66,7 +70,7 @@ static braid_status_t ring_allreduce_build(const braid_coll_t *coll, braid_sched
  *   rank r    own -> [r], send  recv [r-1],  ..  recv [r+1]
  *                               store, send
  *
- * In place (sendbuff == recvbuff + r * count) step 0 rewrites block r with its own bytes.
+ * In place (sendbuff == recvbuff + r * count) block r is already there: step 0 only sends.
  */
 static braid_status_t ring_allgather_build(const braid_coll_t *coll, braid_sched_t *s)
 {
@@ -74,10 +78,14 @@ static braid_status_t ring_allgather_build(const braid_coll_t *coll, braid_sched
     size_t bytes = coll->count * braid_dtype_size(coll->dtype);
     for (int t = 0; t < n; t++) {
         size_t off = (size_t)braid_mod(r - t, n) * bytes;
+        int keep = t > 0 || !coll->in_place;
+        if (!keep && n == 1)
+            break;                              /* one rank, in place: nothing to move */
         BRAID_CHECK(braid_sched_add(s, t > 0 ? braid_mod(r - 1, n) : -1,
                                     t < n - 1 ? braid_mod(r + 1, n) : -1,
                                     t == 0 ? braid_ref(BRAID_BUF_SEND, 0) : braid_ref_none(),
-                                    braid_ref(BRAID_BUF_RECV, off), bytes, 0));
+                                    keep ? braid_ref(BRAID_BUF_RECV, off) : braid_ref_none(),
+                                    bytes, 0));
     }
     return BRAID_OK;
 }

@@ -16,6 +16,11 @@
  * F16C paths agree bit for bit) and CUDA's satfinite fp8 conversions that NCCL uses, which
  * also turn +-inf into the largest finite value. A NaN read from any format becomes a quiet
  * fp32 NaN carrying the same sign and the top payload bits.
+ *
+ * braid_fp_<fmt>_code() return the rounded code in a uint32_t: a loop that stores those
+ * into a uint32_t array and narrows in a second loop vectorises far better with GCC 12
+ * than one that narrows at once (GCC then demotes the selects to 8/16-bit lanes and
+ * shuffles).
  */
 #ifndef BRAID_KERNELS_HOST_FP_H
 #define BRAID_KERNELS_HOST_FP_H
@@ -98,7 +103,7 @@ static inline float braid_fp_from_fp16(uint16_t h)
     return braid_fp_from_bits(r | sign);
 }
 
-static inline uint16_t braid_fp_to_fp16(float f)
+static inline uint32_t braid_fp_fp16_code(float f)
 {
     uint32_t u = braid_fp_bits(f);
     uint32_t a = u & 0x7fffffffu;
@@ -107,7 +112,12 @@ static inline uint16_t braid_fp_to_fp16(float f)
     uint32_t r = braid_fp_sel(a < 0x38800000u, sub, norm);             /* below 2^-14 */
     r = braid_fp_sel(a >= 0x477ff000u, 0x7c00u, r);                    /* >= 65520: inf */
     r = braid_fp_sel(a > 0x7f800000u, 0x7e00u | ((a >> 13) & 0x3ffu), r);
-    return (uint16_t)(r | ((u >> 16) & 0x8000u));
+    return r | ((u >> 16) & 0x8000u);
+}
+
+static inline uint16_t braid_fp_to_fp16(float f)
+{
+    return (uint16_t)braid_fp_fp16_code(f);
 }
 
 /* ---- bf16 (the top half of fp32) ---- */
@@ -117,12 +127,16 @@ static inline float braid_fp_from_bf16(uint16_t h)
     return braid_fp_from_bits((uint32_t)h << 16);
 }
 
-static inline uint16_t braid_fp_to_bf16(float f)
+static inline uint32_t braid_fp_bf16_code(float f)
 {
     uint32_t u = braid_fp_bits(f);
     uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;   /* overflow carries into inf */
-    r = braid_fp_sel((u & 0x7fffffffu) > 0x7f800000u, (u >> 16) | 0x0040u, r);
-    return (uint16_t)r;
+    return braid_fp_sel((u & 0x7fffffffu) > 0x7f800000u, (u >> 16) | 0x0040u, r);
+}
+
+static inline uint16_t braid_fp_to_bf16(float f)
+{
+    return (uint16_t)braid_fp_bf16_code(f);
 }
 
 /* ---- fp8 e4m3 (OCP: no infinities, S.1111.111 is NaN) ---- */
@@ -137,7 +151,7 @@ static inline float braid_fp_from_e4m3(uint8_t v)
     return braid_fp_from_bits(r | sign);
 }
 
-static inline uint8_t braid_fp_to_e4m3(float f)
+static inline uint32_t braid_fp_e4m3_code(float f)
 {
     uint32_t u = braid_fp_bits(f);
     uint32_t a = u & 0x7fffffffu;
@@ -146,7 +160,12 @@ static inline uint8_t braid_fp_to_e4m3(float f)
     uint32_t r = braid_fp_sel(a < 0x3c800000u, sub, norm);             /* below 2^-6 */
     r = braid_fp_sel(a >= 0x43e00000u, 0x7eu, r);   /* >= 448 (464 ties to 448): saturate */
     r = braid_fp_sel(a > 0x7f800000u, 0x7fu, r);
-    return (uint8_t)(r | ((u >> 24) & 0x80u));
+    return r | ((u >> 24) & 0x80u);
+}
+
+static inline uint8_t braid_fp_to_e4m3(float f)
+{
+    return (uint8_t)braid_fp_e4m3_code(f);
 }
 
 /* ---- fp8 e5m2 (OCP: IEEE-like, with inf) ---- */
@@ -163,7 +182,7 @@ static inline float braid_fp_from_e5m2(uint8_t v)
     return braid_fp_from_bits(r | sign);
 }
 
-static inline uint8_t braid_fp_to_e5m2(float f)
+static inline uint32_t braid_fp_e5m2_code(float f)
 {
     uint32_t u = braid_fp_bits(f);
     uint32_t a = u & 0x7fffffffu;
@@ -172,25 +191,35 @@ static inline uint8_t braid_fp_to_e5m2(float f)
     uint32_t r = braid_fp_sel(a < 0x38800000u, sub, norm);             /* below 2^-14 */
     r = braid_fp_sel(a >= 0x47600000u, 0x7bu, r);   /* >= 57344: saturate, inf included */
     r = braid_fp_sel(a > 0x7f800000u, 0x7eu | ((a >> 21) & 0x3u), r);
-    return (uint8_t)(r | ((u >> 24) & 0x80u));
+    return r | ((u >> 24) & 0x80u);
+}
+
+static inline uint8_t braid_fp_to_e5m2(float f)
+{
+    return (uint8_t)braid_fp_e5m2_code(f);
 }
 
 /*
- * r = x OP y, with the NaN that comes out made independent of the instruction: when an
- * operand is NaN the result is that operand (x when both are). x86 returns the first
- * source operand's NaN, and which operand the compiler puts first differs between ISA
- * variants, so without this the variants could disagree on NaN payloads and signs.
+ * r = x OP y with a NaN result that does not depend on the instruction. x86 returns the
+ * first source operand's NaN when both are NaN, and which operand the compiler puts first
+ * differs between ISA variants; returning x whenever x is NaN makes the variants agree
+ * (with one NaN operand the hardware returns it, quieted, in either order). A mask, not a
+ * ternary: GCC would sink the arithmetic into a branch and stop vectorising.
  */
-static inline float braid_fp_nanf(float x, float y, float r)
+static inline float braid_fp_nanf(float x, float r)
 {
-    r = y != y ? y : r;
-    return x != x ? x : r;
+    return braid_fp_from_bits(braid_fp_sel(x != x, braid_fp_bits(x), braid_fp_bits(r)));
 }
 
-static inline double braid_fp_nan(double x, double y, double r)
+static inline uint64_t braid_fp_sel64(int c, uint64_t x, uint64_t y)
 {
-    r = y != y ? y : r;
-    return x != x ? x : r;
+    uint64_t m = 0u - (uint64_t)(c != 0);
+    return (x & m) | (y & ~m);
+}
+
+static inline double braid_fp_nan(double x, double r)
+{
+    return braid_fp_from_bits64(braid_fp_sel64(x != x, braid_fp_bits64(x), braid_fp_bits64(r)));
 }
 
 /*

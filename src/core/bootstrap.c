@@ -5,17 +5,8 @@
  *        listener and info -> connect to rank+1's listener, take rank-1's connection.
  * split: the child's members connect straight to each other's listeners (from the parent's
  *        table), tagged with the child's nonce, so a listener serves every communicator of
- *        the rank that made it (bootstrap_link.c dispatches accepted connections).
- *
- * All-gather around the ring, n-1 steps; step t sends block (r - t) to r+1 and receives
- * block (r - t - 1) from r-1, both at once so large blocks cannot deadlock:
- *
- *   step 0   r0 -a-> r1 -b-> r2 -c-> r0        after n-1 steps every rank holds
- *   step 1   r0 -c-> r1 -a-> r2 -b-> r0        every block
- *
- * Each block travels in a frame (bs_frame_t). A rank that sees its predecessor fail sends a
- * FAIL frame naming it instead of data, and every rank forwards it, so all ranks report the
- * rank that died instead of their own neighbour.
+ *        the rank that made it (bootstrap_link.c; it dispatches accepted connections).
+ * The all-gather and barrier around the ring are in bootstrap_ring.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -32,30 +23,6 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "topo/host.h"
-
-#define BS_FRAME_DATA 0x41544144u  /* "DATA" */
-#define BS_FRAME_FAIL 0x4c494146u  /* "FAIL" */
-#define BS_FAIL_SEND_NS 1000000000ll
-
-typedef enum { BS_FAIL_CLOSED = 1, BS_FAIL_TIMEOUT = 2, BS_FAIL_ABORTED = 3 } bs_fail_t;
-
-typedef struct bs_frame {
-    uint32_t kind;
-    uint32_t reason;    /* FAIL: bs_fail_t */
-    int32_t rank;       /* FAIL: the rank that failed */
-    int32_t reporter;   /* FAIL: the rank that saw it fail */
-    uint64_t len;       /* DATA: payload bytes that follow */
-} bs_frame_t;
-
-/* One direction of a ring step: a frame header, then its payload. */
-typedef struct bs_xfer {
-    int fd;
-    void *hdr;
-    size_t hlen;
-    void *data;
-    size_t dlen;
-    size_t off;         /* over header then payload */
-} bs_xfer_t;
 
 /* ---- helpers ---- */
 
@@ -175,7 +142,7 @@ braid_status_t braid_bootstrap_create(const braid_uid_t *uid, int rank, int nran
                                       const void *info, size_t info_len,
                                       braid_bootstrap_t **bs_p)
 {
-    braid_bootstrap_t *bs;
+    braid_bootstrap_t *bs = NULL;
     bs_rec_t *me;
     BRAID_CHECK(braid_bootstrap_check_uid(uid));
     if (nranks < 1 || nranks > BS_NRANKS_MAX || rank < 0 || rank >= nranks)
@@ -216,7 +183,7 @@ braid_status_t braid_bootstrap_split_create(braid_bootstrap_t *parent, int rank,
                                             const int *members, uint64_t tag,
                                             braid_bootstrap_t **bs_p)
 {
-    braid_bootstrap_t *bs;
+    braid_bootstrap_t *bs = NULL;
     if (parent == NULL || !parent->joined)
         return braid_err(BRAID_ERR_USAGE, "bootstrap split: the parent has not joined");
     if (nranks < 1 || nranks > parent->nranks || rank < 0 || rank >= nranks || members == NULL)
@@ -314,7 +281,7 @@ braid_status_t braid_bootstrap_join(braid_bootstrap_t *bs)
 braid_status_t braid_bootstrap_init(const braid_uid_t *uid, int rank, int nranks,
                                     const void *info, size_t info_len, braid_bootstrap_t **bs_p)
 {
-    braid_bootstrap_t *bs;
+    braid_bootstrap_t *bs = NULL;
     braid_status_t st;
     BRAID_CHECK(braid_bootstrap_create(uid, rank, nranks, info, info_len, &bs));
     st = braid_bootstrap_join(bs);
@@ -330,7 +297,7 @@ braid_status_t braid_bootstrap_split(braid_bootstrap_t *parent, int rank, int nr
                                      const int *members, uint64_t tag,
                                      braid_bootstrap_t **bs_p)
 {
-    braid_bootstrap_t *bs;
+    braid_bootstrap_t *bs = NULL;
     braid_status_t st;
     BRAID_CHECK(braid_bootstrap_split_create(parent, rank, nranks, members, tag, &bs));
     st = braid_bootstrap_join(bs);
@@ -340,184 +307,6 @@ braid_status_t braid_bootstrap_split(braid_bootstrap_t *parent, int rank, int nr
     }
     *bs_p = bs;
     return BRAID_OK;
-}
-
-/* ---- all-gather ---- */
-
-static braid_status_t bs_xfer_send(bs_xfer_t *x)
-{
-    size_t o;
-    braid_status_t st;
-    if (x->off < x->hlen) {
-        BRAID_CHECK(braid_socket_send_nb(x->fd, x->hdr, x->hlen, &x->off));
-        if (x->off < x->hlen)
-            return BRAID_OK;
-    }
-    o = x->off - x->hlen;
-    st = braid_socket_send_nb(x->fd, x->data, x->dlen, &o);
-    x->off = x->hlen + o;
-    return st;
-}
-
-/* Receives the header, and stops there so that the caller checks it before the payload. */
-static braid_status_t bs_xfer_recv(bs_xfer_t *x)
-{
-    size_t o;
-    braid_status_t st;
-    if (x->off < x->hlen)
-        return braid_socket_recv_nb(x->fd, x->hdr, x->hlen, &x->off);
-    o = x->off - x->hlen;
-    st = braid_socket_recv_nb(x->fd, x->data, x->dlen, &o);
-    x->off = x->hlen + o;
-    return st;
-}
-
-/* Tell rank+1 that `failed` failed, if no frame of ours is half sent. */
-static void bs_fail_forward(braid_bootstrap_t *bs, const bs_xfer_t *sx, int failed,
-                            bs_fail_t reason, int reporter)
-{
-    bs_frame_t f = { .kind = BS_FRAME_FAIL, .reason = reason, .rank = failed,
-                     .reporter = reporter };
-    if (bs->next_fd < 0 || failed == (bs->rank + 1) % bs->nranks ||
-        (sx->off != 0 && sx->off != sx->hlen + sx->dlen))
-        return;
-    (void)braid_socket_send_all(bs->next_fd, &f, sizeof(f), braid_time_ns() + BS_FAIL_SEND_NS,
-                                -1);
-}
-
-/* A FAIL frame came around the ring: pass it on and report the rank it names. */
-static braid_status_t bs_fail_report(braid_bootstrap_t *bs, const bs_xfer_t *sx,
-                                     const bs_frame_t *f, const char *what)
-{
-    char who[160];
-    if (f->rank < 0 || f->rank >= bs->nranks || f->reporter < 0 || f->reporter >= bs->nranks)
-        return braid_err(BRAID_ERR_REMOTE, "bootstrap: rank %d received a malformed failure "
-                         "notice during %s", bs->rank, what);
-    bs_fail_forward(bs, sx, f->rank, (bs_fail_t)f->reason, f->reporter);
-    braid_bootstrap_rec_str(&bs->recs[f->rank], who, sizeof(who));
-    if (f->reason == BS_FAIL_TIMEOUT)
-        return braid_err(BRAID_ERR_TIMEOUT, "bootstrap: %s did not respond within %d s during "
-                         "%s: it is hung, or has not reached this step (seen by rank %d)",
-                         who, bs->timeout_s, what, f->reporter);
-    if (f->reason == BS_FAIL_ABORTED)
-        return braid_err(BRAID_ERR_REMOTE, "bootstrap: %s aborted its communicator during %s",
-                         who, what);
-    return braid_err(BRAID_ERR_REMOTE, "bootstrap: %s closed the connection during %s: it has "
-                     "probably exited (seen by rank %d)", who, what, f->reporter);
-}
-
-/* The received header is complete: data of the right size, or a failure notice. */
-static braid_status_t bs_frame_check(braid_bootstrap_t *bs, const bs_xfer_t *sx,
-                                     const bs_frame_t *f, size_t len, const char *what)
-{
-    int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
-    if (f->kind == BS_FRAME_FAIL)
-        return bs_fail_report(bs, sx, f, what);
-    if (f->kind != BS_FRAME_DATA)
-        return braid_err(BRAID_ERR_REMOTE, "bootstrap: rank %d sent a malformed frame (kind "
-                         "0x%x) during %s", prev, f->kind, what);
-    if (f->len != len)
-        return braid_err(BRAID_ERR_USAGE, "bootstrap: rank %d sent %" PRIu64 " bytes per rank "
-                         "in %s but rank %d expects %zu: the ranks make different bootstrap "
-                         "calls", prev, f->len, what, bs->rank, len);
-    return BRAID_OK;
-}
-
-/* A transfer with a neighbour failed: notify rank+1 and record the error. */
-static braid_status_t bs_step_fail(braid_bootstrap_t *bs, const bs_xfer_t *sx,
-                                   braid_status_t st, int sending, const char *what)
-{
-    int n = bs->nranks, peer = sending ? (bs->rank + 1) % n : (bs->rank + n - 1) % n;
-    int err = errno;
-    if (st == BRAID_ERR_ABORTED)
-        bs_fail_forward(bs, sx, bs->rank, BS_FAIL_ABORTED, bs->rank);
-    else if (!sending)
-        bs_fail_forward(bs, sx, peer,
-                        st == BRAID_ERR_TIMEOUT ? BS_FAIL_TIMEOUT : BS_FAIL_CLOSED, bs->rank);
-    errno = err;
-    return braid_bootstrap_peer_err(bs, st, peer, what);
-}
-
-/* One ring step: send `sbuf` to rank+1 while receiving rank-1's block into rbuf. */
-static braid_status_t bs_step(braid_bootstrap_t *bs, const void *sbuf, void *rbuf, size_t len,
-                              int64_t deadline, const char *what)
-{
-    bs_frame_t shdr = { .kind = BS_FRAME_DATA, .rank = bs->rank, .len = len }, rhdr;
-    bs_xfer_t sx = { bs->next_fd, &shdr, sizeof(shdr), (void *)sbuf, len, 0 };
-    bs_xfer_t rx = { bs->prev_fd, &rhdr, sizeof(rhdr), rbuf, len, 0 };
-    int checked = 0;
-    for (;;) {
-        struct pollfd pfd[2] = { { .fd = -1 }, { .fd = -1 } };
-        braid_status_t st = bs_xfer_send(&sx);
-        if (st < 0)
-            return bs_step_fail(bs, &sx, st, 1, what);
-        st = bs_xfer_recv(&rx);
-        if (st < 0)
-            return bs_step_fail(bs, &sx, st, 0, what);
-        if (!checked && rx.off == rx.hlen) {
-            BRAID_CHECK(bs_frame_check(bs, &sx, &rhdr, len, what));
-            checked = 1;
-            continue;
-        }
-        if (sx.off == sx.hlen + sx.dlen && rx.off == rx.hlen + rx.dlen)
-            return BRAID_OK;
-        if (sx.off < sx.hlen + sx.dlen)
-            pfd[0] = (struct pollfd){ .fd = sx.fd, .events = POLLOUT };
-        if (rx.off < rx.hlen + rx.dlen)
-            pfd[1] = (struct pollfd){ .fd = rx.fd, .events = POLLIN };
-        st = braid_socket_wait(pfd, 2, deadline, 0, bs->abort_fd);
-        if (st < 0)
-            return bs_step_fail(bs, &sx, st, st == BRAID_ERR_TIMEOUT && pfd[1].fd < 0, what);
-    }
-}
-
-static braid_status_t bs_usable(braid_bootstrap_t *bs, const char *what)
-{
-    if (bs == NULL || !bs->joined)
-        return braid_err(BRAID_ERR_USAGE, "bootstrap %s before the bootstrap joined", what);
-    if (bs->failed < 0)
-        return bs->failed;
-    if (atomic_load(&bs->aborted))
-        return bs->failed = braid_err(BRAID_ERR_ABORTED, "bootstrap: rank %d of %d was aborted "
-                                      "before %s", bs->rank, bs->nranks, what);
-    return BRAID_OK;
-}
-
-static braid_status_t bs_allgather(braid_bootstrap_t *bs, const void *mine, void *out,
-                                   size_t len, const char *what)
-{
-    int n = bs->nranks, r = bs->rank;
-    int64_t deadline;
-    BRAID_CHECK(bs_usable(bs, what));
-    if (len > 0 && (char *)out + (size_t)r * len != mine)
-        memmove((char *)out + (size_t)r * len, mine, len);
-    deadline = braid_deadline_after_s(bs->timeout_s);
-    for (int t = 0; t < n - 1; t++) {
-        int sblk = (r - t + n) % n, rblk = (r - t - 1 + n) % n;
-        braid_status_t st = bs_step(bs, len ? (char *)out + (size_t)sblk * len : NULL,
-                                    len ? (char *)out + (size_t)rblk * len : NULL, len,
-                                    deadline, what);
-        if (st < 0) {
-            bs->failed = st;
-            return st;
-        }
-    }
-    return BRAID_OK;
-}
-
-braid_status_t braid_bootstrap_allgather(braid_bootstrap_t *bs, const void *mine, void *out,
-                                         size_t len)
-{
-    if (len > 0 && (mine == NULL || out == NULL))
-        return braid_err(BRAID_ERR_INVALID, "bootstrap allgather of %zu bytes with a NULL "
-                         "buffer", len);
-    return bs_allgather(bs, mine, out, len, "allgather");
-}
-
-/* Zero-byte all-gather: the n-1 ring steps alone order every rank after every other. */
-braid_status_t braid_bootstrap_barrier(braid_bootstrap_t *bs)
-{
-    return bs_allgather(bs, NULL, NULL, 0, "barrier");
 }
 
 /* ---- accessors ---- */

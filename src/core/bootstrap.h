@@ -38,7 +38,11 @@ typedef struct braid_uid {
 
 typedef struct braid_bootstrap braid_bootstrap_t;
 
-/* Fill a fresh id. Starts the root thread unless NCCL_COMM_ID is set. */
+/*
+ * Fill a fresh id. Starts the root thread (random nonce) unless NCCL_COMM_ID is set; then the
+ * id names that address with BRAID_UID_ROOT_AT_RANK0 and a nonce derived from the address,
+ * so that ranks which each call ncclGetUniqueId get the same id (as NCCL allows).
+ */
 braid_status_t braid_bootstrap_get_uid(braid_uid_t *uid);
 
 /* Check an id received from the user: magic, version, address family. */
@@ -67,7 +71,9 @@ braid_status_t braid_bootstrap_join(braid_bootstrap_t *bs);
  * Make the bootstrap of a child communicator: `nranks` members, this process being `rank`,
  * members[i] = parent rank of child rank i. `tag` must be the same on all members and unique
  * among the children of this parent (e.g. a hash of split counter and color). The child's
- * info blobs are the parent's blobs of its members.
+ * info blobs are the parent's blobs of its members. Only the parent's table and listener
+ * are used, so the parent may have failed or been aborted (shrink after a fault), and either
+ * may be destroyed first.
  */
 braid_status_t braid_bootstrap_split(braid_bootstrap_t *parent, int rank, int nranks,
                                      const int *members, uint64_t tag,
@@ -78,7 +84,10 @@ braid_status_t braid_bootstrap_split_create(braid_bootstrap_t *parent, int rank,
                                             const int *members, uint64_t tag,
                                             braid_bootstrap_t **bs_p);
 
-/* All-gather `len` bytes from each rank into out (nranks * len bytes, rank order). */
+/*
+ * All-gather `len` bytes from each rank into out (nranks * len bytes, rank order; `mine` may
+ * be out + rank * len). After a failure every later call returns the same error.
+ */
 braid_status_t braid_bootstrap_allgather(braid_bootstrap_t *bs, const void *mine, void *out,
                                          size_t len);
 braid_status_t braid_bootstrap_barrier(braid_bootstrap_t *bs);

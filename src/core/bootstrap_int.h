@@ -79,6 +79,15 @@ typedef struct bs_listener {
     bs_pending_t *pending;
 } bs_listener_t;
 
+/* Ring traffic: DATA frames (header + payload) forward, FAIL notices either way. */
+typedef struct bs_frame {
+    uint32_t kind;                   /* BS_FRAME_DATA or BS_FRAME_FAIL */
+    uint32_t reason;                 /* FAIL: bs_fail_t */
+    int32_t rank;                    /* FAIL: the rank that failed */
+    int32_t reporter;                /* FAIL: the rank that saw it fail */
+    uint64_t len;                    /* DATA: payload bytes that follow */
+} bs_frame_t;
+
 struct braid_bootstrap {
     int rank, nranks;
     uint64_t nonce, tag;
@@ -90,6 +99,9 @@ struct braid_bootstrap {
     int abort_fd;                    /* eventfd, readable once aborted */
     atomic_int aborted;
     braid_status_t failed;           /* sticky: the ring is broken */
+    int next_gone;                   /* rank+1 closed its end (after taking our data) */
+    bs_frame_t back;                 /* a notice being read from rank+1 */
+    size_t back_off;
     int timeout_s;                   /* 0: no limit */
     size_t info_len;
     bs_rec_t *recs;                  /* nranks rows */

@@ -8,6 +8,7 @@
  * listener in short slices) finds it.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,8 @@ static void link_park(bs_listener_t *lis, int fd, const bs_link_hello_t *h)
         braid_socket_close(fd);
         return;
     }
+    BRAID_TRACE(BRAID_SUB_BOOTSTRAP, "bootstrap: queued a connection from rank %d to rank %d "
+                "(nonce %016" PRIx64 ") for its communicator", h->from, h->to, h->nonce);
     p->next = NULL;
     p->fd = fd;
     p->hello = *h;

@@ -223,18 +223,22 @@ static braid_status_t root_take(bs_root_t *root, int fd)
     st = braid_socket_recv_all(fd, &h, sizeof(h), deadline, root->wake_fd);
     if (st == BRAID_OK && h.magic != BS_PROTO_MAGIC)
         st = BRAID_ERR_INVALID;
-    if (st == BRAID_OK && root_check_conn(root, fd, &h))
-        return BRAID_OK;
-    if (st == BRAID_OK && (info = malloc(h.info_len + 1)) == NULL)
-        st = BRAID_ERR_NOMEM;
-    if (st == BRAID_OK)
-        st = braid_socket_recv_all(fd, info, h.info_len, deadline, root->wake_fd);
+    /* Read the info even to refuse: closing on unread bytes would reset away the reply. */
+    if (st == BRAID_OK && h.info_len <= BS_INFO_MAX) {
+        info = malloc(h.info_len + 1);
+        st = info == NULL ? BRAID_ERR_NOMEM
+                          : braid_socket_recv_all(fd, info, h.info_len, deadline, root->wake_fd);
+    }
     if (st < 0) {
         BRAID_INFO(BRAID_SUB_BOOTSTRAP, "bootstrap root %s: dropped a connection that sent no "
                    "valid hello (%s)", root->where, braid_status_str(st));
         braid_socket_close(fd);
         free(info);
-        return st == BRAID_ERR_ABORTED || st == BRAID_ERR_NOMEM ? st : BRAID_OK;
+        return st == BRAID_ERR_ABORTED ? st : BRAID_OK;
+    }
+    if (root_check_conn(root, fd, &h)) {
+        free(info);
+        return BRAID_OK;
     }
     h.rec.host[BS_HOST_LEN - 1] = '\0';
     if (root->nranks < 0)
@@ -320,7 +324,8 @@ static void root_send_tables(bs_root_t *root)
     reply.status = BRAID_OK;
     for (int r = 0; r < root->nranks; r++) {
         int64_t deadline = braid_deadline_after_s(root->timeout_s);
-        braid_status_t st = braid_socket_send_all(root->fds[r], &reply, sizeof(reply), deadline, -1);
+        braid_status_t st;
+        st = braid_socket_send_all(root->fds[r], &reply, sizeof(reply), deadline, -1);
         if (st == BRAID_OK)
             st = braid_socket_send_all(root->fds[r], root->recs, nrec, deadline, -1);
         if (st == BRAID_OK)

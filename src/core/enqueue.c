@@ -262,6 +262,16 @@ static braid_status_t group_wait_inits(void)
     return st;
 }
 
+/* The group's arrays are thread-local: free them between groups, so a thread that exits
+ * leaves nothing behind. */
+static void group_release(void)
+{
+    free(group.ops);
+    free(group.jobs);
+    free(group.inits);
+    group = (group_state_t){ 0 };
+}
+
 braid_status_t braid_group_end(void)
 {
     if (--group.depth > 0)
@@ -269,9 +279,9 @@ braid_status_t braid_group_end(void)
     braid_status_t st = BRAID_OK;
     if (group.nops > 0)
         st = ops_run(group.ops, group.nops);
-    group.nops = 0;
     braid_status_t sj = group_wait_jobs();
     braid_status_t si = group_wait_inits();
+    group_release();
     if (st < 0)
         return st;
     return sj < 0 ? sj : si;
@@ -291,5 +301,5 @@ braid_status_t braid_group_simulate_end(double *seconds_p)
     }
     group.nops = 0;
     *seconds_p = t;
-    return braid_group_end();
+    return braid_group_end();   /* runs nothing left; joins grouped inits and splits */
 }

@@ -61,10 +61,12 @@ typedef struct braid_op {
 
 /* Take this op's turn on each connection it uses (in call order), allocate scratch. */
 braid_status_t braid_op_start(braid_op_t *op);
-/* BRAID_OK once complete, BRAID_INPROGRESS while waiting, or an error. */
+/* BRAID_OK once complete, BRAID_INPROGRESS while waiting, or an error. On completion the
+ * connections pass to the next operation at once (a later op of the same group may be
+ * waiting for them in the same braid_exec_run). */
 braid_status_t braid_op_progress(braid_op_t *op);
-/* Give the connections to the next operation and free what the op owns. Safe after errors
- * and on an op that was never started. */
+/* Give the connections still held to the next operation and free what the op owns. Safe
+ * after errors and on an op that was never started. */
 void braid_op_finish(braid_op_t *op);
 
 /*

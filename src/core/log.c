@@ -6,8 +6,7 @@
  *
  * NCCL_DEBUG picks the level (unset: nothing is printed), NCCL_DEBUG_SUBSYS the subsystems
  * shown at INFO and TRACE (WARN lines ignore it), NCCL_DEBUG_FILE the destination (stdout by
- * default). The configuration is read at library load (constructor) and on first use,
- * whichever comes first, and again on braid_log_reset. Every line is written by one fprintf
+ * default). The configuration is read on first use and again on braid_log_reset. Every line is written by one fprintf
  * under log_mu, so lines of different threads never interleave.
  */
 #include <errno.h>
@@ -27,8 +26,11 @@
 #define LOG_HOST_MAX 256
 #define LOG_PATH_MAX 4096
 
-braid_log_level_t braid_log_level_cur = BRAID_LOG_NONE;
-uint64_t braid_log_subsys_cur = BRAID_SUB_INIT | BRAID_SUB_BOOTSTRAP | BRAID_SUB_ENV;
+/* Until the first line is logged these let every macro through to braid_log(), which reads
+ * the configuration then: the environment is read on first use, not at library load, so a
+ * program may still set NCCL_DEBUG after loading the library (as NCCL allows). */
+braid_log_level_t braid_log_level_cur = BRAID_LOG_TRACE;
+uint64_t braid_log_subsys_cur = BRAID_SUB_ALL;
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -266,11 +268,6 @@ static void log_init_once(void)
 void braid_log_init(void)
 {
     pthread_once(&log_once, log_init_once);
-}
-
-__attribute__((constructor)) static void log_ctor(void)
-{
-    braid_log_init();
 }
 
 void braid_log_reset(void)

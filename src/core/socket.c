@@ -288,7 +288,7 @@ braid_status_t braid_socket_find_if(const braid_sockaddr_t *hint, braid_sockaddr
     const char *spec = braid_param_str(BRAID_P_SOCKET_IFNAME);
     struct ifaddrs *list = NULL;
     char names[256], name[IF_NAMESIZE] = "";
-    int family, found;
+    int family = AF_UNSPEC, found;
 
     BRAID_CHECK(sock_family_param(&family));
     if (getifaddrs(&list) != 0)

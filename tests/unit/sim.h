@@ -17,6 +17,8 @@
 typedef struct sim_cfg {
     int nslots;             /* slots per FIFO, >= 2 */
     size_t slot_size;       /* bytes per slot; the slice is this rounded down to the element */
+    int exec_run;           /* drive with braid_exec_run (hangs on a deadlock: only for
+                             * calls known to complete) instead of the checking loop */
 } sim_cfg_t;
 
 /* One operation of one rank. Several calls may name the same rank (a group): they are

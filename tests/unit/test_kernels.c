@@ -468,7 +468,7 @@ typedef struct rcase {
 /* Run one reduce case on each variant; check against the reference and across variants. */
 static void run_reduce_case(const rcase_t *c)
 {
-    size_t sz = braid_dtype_size(c->dt), n = c->count, span = (n + 2 * GUARD + 64) * sz + 64;
+    size_t sz = braid_dtype_size(c->dt), n = c->count, span = ((n + 2 * GUARD + 64) * sz + 127) & ~(size_t)63;
     char *a = aligned_alloc(64, span), *b = aligned_alloc(64, span), *d = aligned_alloc(64, span);
     char *first = malloc(n * sz + 1);
     char *ap = a + 64 + c->off * sz, *bp = b + 64 + c->off * sz, *dp = d + 64 + c->off * sz;
@@ -638,7 +638,7 @@ static void test_copy(void **state)
     static const size_t sizes[] = { 0, 1, 7, 63, 64, 65, 255, 4095, 65536 + 3, (1 << 20) - 1,
                                     1 << 20, (1 << 20) + 1, (3 << 20) + 17 };
     static const size_t soffs[] = { 0, 1, 5, 63 }, doffs[] = { 0, 3, 32, 61 };
-    size_t max = (3 << 20) + 17 + 256;
+    size_t max = ((3 << 20) + 17 + 128 + 63) & ~(size_t)63;   /* aligned_alloc wants a multiple */
     unsigned char *src = aligned_alloc(64, max), *dst = aligned_alloc(64, max);
     (void)state;
     for (size_t i = 0; i < max; i++)

@@ -29,9 +29,12 @@ enum { ALIAS_NONE, ALIAS_SEND_IN_RECV, ALIAS_RECV_IN_SEND };
 #define MAXR 17
 #define SENTINEL 0x5c
 
-static const sim_cfg_t cfg_tight = { 2, 24 };   /* many slices, FIFOs full all the time */
-static const sim_cfg_t cfg_odd = { 2, 40 };
-static const sim_cfg_t cfg_wide = { 3, 512 };
+/* Many slices, FIFOs full all the time; then slices that straddle chunk ends elsewhere. */
+static const sim_cfg_t cfg_tight = { .nslots = 2, .slot_size = 24 };
+static const sim_cfg_t cfg_odd = { .nslots = 2, .slot_size = 40 };
+/* Through braid_exec_run: only after the same call passed the checking loop (a deadlock
+ * there would hang instead of failing). */
+static const sim_cfg_t cfg_wide = { .nslots = 3, .slot_size = 512, .exec_run = 1 };
 
 typedef struct tcase {
     braid_coll_kind_t kind;
@@ -61,7 +64,7 @@ static uint64_t mix(uint64_t x)
 
 static uint64_t hash3(uint64_t a, uint64_t b, uint64_t c)
 {
-    return mix(a * 0x100000001b3ull ^ mix(b ^ mix(c)));
+    return mix((a << 48) ^ (c << 40) ^ b);
 }
 
 static int is_signed(braid_dtype_t dt)
@@ -198,7 +201,8 @@ static void tc_layout(const tcase_t *tc, int r, size_t *in_p, size_t *out_p, int
 {
     size_t c = tc->count, nc = (size_t)tc->n * c;
     int root = r == tc->root, ip = tc->in_place;
-    int s_in_r = ip ? ALIAS_SEND_IN_RECV : ALIAS_NONE, r_in_s = ip ? ALIAS_RECV_IN_SEND : ALIAS_NONE;
+    int s_in_r = ip ? ALIAS_SEND_IN_RECV : ALIAS_NONE;
+    int r_in_s = ip ? ALIAS_RECV_IN_SEND : ALIAS_NONE;
     *off_p = 0;
     *alias_p = s_in_r;
     switch (tc->kind) {
@@ -238,8 +242,8 @@ static void fill_input(const tcase_t *tc, int r, unsigned char *p, size_t elems)
         } else if (is_reduction(tc->kind)) {
             val_store(tc->dt, p + i * es, gen_value(tc, r, i));
         } else {
-            for (size_t b = 0; b < es; b++)
-                p[i * es + b] = (unsigned char)hash3((uint64_t)r, i * es + b, 99);
+            uint64_t h = hash3((uint64_t)r, i, 99);
+            memcpy(p + i * es, &h, es);
         }
     }
 }
@@ -357,27 +361,41 @@ static void check_refs(const char *desc, const sim_call_t *c, const rbuf_t *rb)
 static void ref_move(const tcase_t *tc, rbuf_t *rb, int r, unsigned char *want)
 {
     size_t b = tc->count * braid_dtype_size(tc->dt);
-    for (int p = 0; p < tc->n; p++) {
-        switch (tc->kind) {
-        case BRAID_COLL_BROADCAST: if (p == 0) memcpy(want, rb[tc->root].in, b); break;
-        case BRAID_COLL_SCATTER: if (p == 0) memcpy(want, rb[tc->root].in + (size_t)r * b, b); break;
-        case BRAID_COLL_ALLTOALL: memcpy(want + (size_t)p * b, rb[p].in + (size_t)r * b, b); break;
-        default: memcpy(want + (size_t)p * b, rb[p].in, b); break;   /* (all)gather */
-        }
-    }
+    if (tc->kind == BRAID_COLL_BROADCAST)
+        memcpy(want, rb[tc->root].in, b);
+    else if (tc->kind == BRAID_COLL_SCATTER)
+        memcpy(want, rb[tc->root].in + (size_t)r * b, b);
+    else if (tc->kind == BRAID_COLL_ALLTOALL)
+        for (int p = 0; p < tc->n; p++)
+            memcpy(want + (size_t)p * b, rb[p].in + (size_t)r * b, b);
+    else                                                        /* (all)gather */
+        for (int p = 0; p < tc->n; p++)
+            memcpy(want + (size_t)p * b, rb[p].in, b);
 }
 
-static void check_output(const tcase_t *tc, const char *desc, rbuf_t *rb, int r)
+/* The reduced vector, all elements (reduce-scatter: every rank's block), into `want`. */
+static unsigned char *ref_reduced(const tcase_t *tc, rbuf_t *rb)
+{
+    size_t es = braid_dtype_size(tc->dt), elems = rb[0].send_bytes / es;
+    unsigned char *want = malloc(elems * es + 1);
+    for (size_t i = 0; i < elems; i++)
+        val_store(tc->dt, want + i * es, ref_reduce(tc, rb, i));
+    return want;
+}
+
+static void check_output(const tcase_t *tc, const char *desc, rbuf_t *rb, int r,
+                         const unsigned char *reduced)
 {
     size_t es = braid_dtype_size(tc->dt), bytes = rb[r].recv_bytes;
-    size_t base = tc->kind == BRAID_COLL_REDUCESCATTER ? (size_t)r * tc->count : 0;
-    unsigned char *want = malloc(bytes ? bytes : 1);
+    unsigned char *moved = NULL;
+    const unsigned char *want = reduced;
     int approx = tc->op == OP_AVG && !avg_exact(tc->dt, tc->n);
-    if (is_reduction(tc->kind))
-        for (size_t i = 0; i < bytes / es; i++)
-            val_store(tc->dt, want + i * es, ref_reduce(tc, rb, base + i));
-    else
-        ref_move(tc, rb, r, want);
+    if (reduced == NULL) {
+        want = moved = malloc(bytes + 1);
+        ref_move(tc, rb, r, moved);
+    } else if (tc->kind == BRAID_COLL_REDUCESCATTER) {
+        want += (size_t)r * bytes;
+    }
     for (size_t i = 0; i < bytes / es; i++) {
         const unsigned char *got = rb[r].recv + i * es;
         if (approx) {
@@ -390,7 +408,7 @@ static void check_output(const tcase_t *tc, const char *desc, rbuf_t *rb, int r)
                      val_load(tc->dt, got), val_load(tc->dt, want + i * es));
         }
     }
-    free(want);
+    free(moved);
 }
 
 /* Every rank's output is bit-identical to rank 0's (random inputs). */
@@ -416,22 +434,34 @@ static void run_case(const tcase_t *tc)
     }
     if (sim_run(&tc->cfg, tc->n, calls, tc->n, &res) != 0)
         fail_msg("%s: %s", desc, res.msg);
-    if (tc->random)
+    if (tc->random) {
         check_agree(desc, rb, tc->n);
-    else
+    } else {
+        unsigned char *reduced = is_reduction(tc->kind) ? ref_reduced(tc, rb) : NULL;
         for (int r = 0; r < tc->n; r++)
             if (rb[r].recv != NULL)
-                check_output(tc, desc, rb, r);
+                check_output(tc, desc, rb, r, reduced);
+        free(reduced);
+    }
     for (int r = 0; r < tc->n; r++)
         rbuf_free(&rb[r]);
 }
 
-
 /* ---- the collectives, every shape ---- */
 
-static int counts_for(int n, size_t *c)
+/* A prime count spanning many slices. Counts of all-gather, reduce-scatter, all-to-all,
+ * gather and scatter are per block, so their buffers are n times larger: a smaller prime
+ * (still many slices per block) past a few ranks keeps the run short. */
+static size_t big_count(braid_coll_kind_t kind, int n)
 {
-    const size_t v[] = { 0, 1, 2, (size_t)n - 1, (size_t)n + 1, 1009 };
+    int per_block = kind != BRAID_COLL_ALLREDUCE && kind != BRAID_COLL_BROADCAST &&
+                    kind != BRAID_COLL_REDUCE;
+    return per_block && n > 4 ? 211 : 1009;
+}
+
+static int counts_for(braid_coll_kind_t kind, int n, size_t *c)
+{
+    const size_t v[] = { 0, 1, 2, (size_t)n - 1, (size_t)n + 1, big_count(kind, n) };
     memcpy(c, v, sizeof(v));
     return (int)(sizeof(v) / sizeof(v[0]));
 }
@@ -442,7 +472,7 @@ static void shapes(braid_coll_kind_t kind, braid_dtype_t dt)
 {
     for (int n = 1; n <= MAXR; n++) {
         size_t counts[8];
-        int nc = counts_for(n, counts);
+        int nc = counts_for(kind, n, counts);
         for (int ci = 0; ci < nc; ci++)
             for (int ip = 0; ip < 2; ip++)
                 for (int root = 0; root < (is_rooted(kind) ? n : 1); root++) {
@@ -452,20 +482,27 @@ static void shapes(braid_coll_kind_t kind, braid_dtype_t dt)
                 }
         for (int ip = 0; ip < 2; ip++) {
             tcase_t tc = { .kind = kind, .dt = dt, .op = OP_SUM, .n = n, .root = n - 1,
-                           .in_place = ip, .count = 1009, .cfg = ip ? cfg_odd : cfg_wide };
+                           .in_place = ip, .count = big_count(kind, n),
+                           .cfg = ip ? cfg_odd : cfg_wide };
             run_case(&tc);
         }
     }
 }
 
-static void test_allreduce_shapes(void **state) { (void)state; shapes(BRAID_COLL_ALLREDUCE, BRAID_INT32); }
-static void test_allgather_shapes(void **state) { (void)state; shapes(BRAID_COLL_ALLGATHER, BRAID_INT32); }
-static void test_reducescatter_shapes(void **state) { (void)state; shapes(BRAID_COLL_REDUCESCATTER, BRAID_INT32); }
-static void test_broadcast_shapes(void **state) { (void)state; shapes(BRAID_COLL_BROADCAST, BRAID_INT32); }
-static void test_reduce_shapes(void **state) { (void)state; shapes(BRAID_COLL_REDUCE, BRAID_INT32); }
-static void test_alltoall_shapes(void **state) { (void)state; shapes(BRAID_COLL_ALLTOALL, BRAID_INT32); }
-static void test_gather_shapes(void **state) { (void)state; shapes(BRAID_COLL_GATHER, BRAID_INT32); }
-static void test_scatter_shapes(void **state) { (void)state; shapes(BRAID_COLL_SCATTER, BRAID_INT32); }
+#define SHAPES_TEST(_name, _kind)                                                          \
+    static void test_##_name##_shapes(void **state)                                        \
+    {                                                                                      \
+        (void)state;                                                                       \
+        shapes(_kind, BRAID_INT32);                                                        \
+    }
+SHAPES_TEST(allreduce, BRAID_COLL_ALLREDUCE)
+SHAPES_TEST(allgather, BRAID_COLL_ALLGATHER)
+SHAPES_TEST(reducescatter, BRAID_COLL_REDUCESCATTER)
+SHAPES_TEST(broadcast, BRAID_COLL_BROADCAST)
+SHAPES_TEST(reduce, BRAID_COLL_REDUCE)
+SHAPES_TEST(alltoall, BRAID_COLL_ALLTOALL)
+SHAPES_TEST(gather, BRAID_COLL_GATHER)
+SHAPES_TEST(scatter, BRAID_COLL_SCATTER)
 
 /* ---- every datatype and op ---- */
 
@@ -478,7 +515,9 @@ static void reduction_types(braid_coll_kind_t kind)
         for (int dt = 0; dt < BRAID_NUM_DTYPES; dt++)
             for (int op = 0; op < OP_NUM; op++) {
                 int n = type_ns[ni];
-                const size_t counts[] = { 1, (size_t)n + 1, 300 };
+                /* reduce-scatter's count is per rank: its buffers are n times larger */
+                const size_t counts[] = { 1, (size_t)n + 1,
+                                          kind == BRAID_COLL_REDUCESCATTER ? 41 : 300 };
                 if (op == OP_AVG && !avg_exact((braid_dtype_t)dt, n) && dt != BRAID_FP32 &&
                     dt != BRAID_FP64)
                     continue;   /* 1/n is inexact there: no exact reference */
@@ -486,15 +525,22 @@ static void reduction_types(braid_coll_kind_t kind)
                     for (int ip = 0; ip < 2; ip++) {
                         tcase_t tc = { .kind = kind, .dt = (braid_dtype_t)dt, .op = op, .n = n,
                                        .root = (dt + op + ci) % n, .in_place = ip,
-                                       .count = counts[ci], .cfg = ci & 1 ? cfg_odd : cfg_tight };
+                                       .count = counts[ci],
+                                       .cfg = ci & 1 ? cfg_odd : cfg_tight };
                         run_case(&tc);
                     }
             }
 }
 
-static void test_allreduce_types(void **state) { (void)state; reduction_types(BRAID_COLL_ALLREDUCE); }
-static void test_reduce_types(void **state) { (void)state; reduction_types(BRAID_COLL_REDUCE); }
-static void test_reducescatter_types(void **state) { (void)state; reduction_types(BRAID_COLL_REDUCESCATTER); }
+#define TYPES_TEST(_name, _kind)                                                           \
+    static void test_##_name##_types(void **state)                                         \
+    {                                                                                      \
+        (void)state;                                                                       \
+        reduction_types(_kind);                                                            \
+    }
+TYPES_TEST(allreduce, BRAID_COLL_ALLREDUCE)
+TYPES_TEST(reduce, BRAID_COLL_REDUCE)
+TYPES_TEST(reducescatter, BRAID_COLL_REDUCESCATTER)
 
 /* Element sizes 1, 2 and 8 cut slices differently (24 / 40 bytes: 3 or 5 doubles). */
 static void test_move_types(void **state)
@@ -508,7 +554,7 @@ static void test_move_types(void **state)
         for (int d = 0; d < 4; d++)
             for (int ni = 0; ni < NUM_TYPE_NS; ni++) {
                 int n = type_ns[ni];
-                const size_t counts[] = { 1, (size_t)n + 1, 1009 };
+                const size_t counts[] = { 1, (size_t)n + 1, big_count(kinds[k], n) };
                 for (int ci = 0; ci < 3; ci++)
                     for (int ip = 0; ip < 2; ip++) {
                         tcase_t tc = { .kind = kinds[k], .dt = dts[d], .n = n, .root = n / 2,
@@ -693,17 +739,23 @@ static void test_sendrecv_ordered(void **state)
     sim_result_t res;
     (void)state;
     for (int i = 0; i < 50; i++)
-        a[i] = i, ra[i] = -1;
+        a[i] = i;
     for (int i = 0; i < 30; i++)
-        b[i] = 1000 + i, rb[i] = -1;
+        b[i] = 1000 + i;
     p2p_call(&calls[0], 0, 2, BRAID_COLL_SEND, 1, 50, 1, a);
     p2p_call(&calls[1], 0, 2, BRAID_COLL_SEND, 1, 30, 2, b);
     p2p_call(&calls[2], 1, 2, BRAID_COLL_RECV, 0, 50, 1, ra);
     p2p_call(&calls[3], 1, 2, BRAID_COLL_RECV, 0, 30, 2, rb);
-    if (sim_run(&cfg_tight, 2, calls, 4, &res) != 0)
-        fail_msg("two sends in a group: %s", res.msg);
-    assert_memory_equal(ra, a, sizeof(a));
-    assert_memory_equal(rb, b, sizeof(b));
+    for (int run = 0; run < 2; run++) {
+        sim_cfg_t cfg = cfg_tight;
+        cfg.exec_run = run;     /* the checking loop, then the library's braid_exec_run */
+        memset(ra, 0xff, sizeof(ra));
+        memset(rb, 0xff, sizeof(rb));
+        if (sim_run(&cfg, 2, calls, 4, &res) != 0)
+            fail_msg("two sends in a group: %s", res.msg);
+        assert_memory_equal(ra, a, sizeof(a));
+        assert_memory_equal(rb, b, sizeof(b));
+    }
 }
 
 /* ---- what must fail ---- */

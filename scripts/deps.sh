@@ -1,0 +1,18 @@
+#!/bin/sh
+# Install what building and testing braid needs on Debian 12 (run as root; a no-op when
+# everything is there already).
+set -eu
+pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "deps: missing packages:$missing; run as root or: apt-get install$missing" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Build braid and run the whole test suite: the normal build, then the tests again in an
+# ASan+UBSan build. Ends with the line "N passed, N failed, N skipped".
+set -u
+src=$(cd "$(dirname "$0")/.." && pwd)
+"$src/scripts/deps.sh" || exit 1
+status=0
+run_suite() {   # build dir, configure options...
+    dir=$1
+    shift
+    "$src/scripts/build.sh" "$dir" "$@" || return 1
+    make -C "$dir" -j"$(nproc)" check || return 1
+}
+run_suite "$src/build" || status=1
+BRAID_TEST_QUICK=1 run_suite "$src/build-asan" --enable-sanitizers || status=1
+pass=0 fail=0 skip=0
+for log in "$src"/build/test-suite.log "$src"/build-asan/test-suite.log; do
+    [ -f "$log" ] || { fail=$((fail + 1)); continue; }
+    p=$(sed -n 's/^# PASS: *//p' "$log"); f=$(sed -n 's/^# FAIL: *//p' "$log")
+    x=$(sed -n 's/^# XPASS: *//p' "$log"); e=$(sed -n 's/^# ERROR: *//p' "$log")
+    s=$(sed -n 's/^# SKIP: *//p' "$log")
+    pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0} + ${x:-0} + ${e:-0})); skip=$((skip + ${s:-0}))
+done
+[ "$fail" -eq 0 ] || status=1
+echo "$pass passed, $fail failed, $skip skipped"
+exit $status

@@ -1,0 +1,276 @@
+/*
+ * Bootstrap all-gather and barrier around the ring of bootstrap links.
+ *
+ * n-1 steps; step t sends block (r - t) to r+1 and receives block (r - t - 1) from r-1, both
+ * at once so that blocks larger than the socket buffers cannot deadlock:
+ *
+ *   step 0   r0 -a-> r1 -b-> r2 -c-> r0        after n-1 steps every rank holds
+ *   step 1   r0 -c-> r1 -a-> r2 -b-> r0        every block
+ *
+ * Failures. The forward stream (next_fd) carries DATA frames and FAIL notices; the backward
+ * stream (prev_fd, read by rank-1 on its next_fd) carries only FAIL notices. The rank that
+ * first sees a neighbour fail sends a notice naming it both ways (not to the failed rank);
+ * a rank that receives one passes it on in the direction it travelled and reports the rank
+ * it names. So every rank names the rank that died, not a neighbour that only gave up first,
+ * and a rank that was not waiting learns it at its next call.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/bootstrap_int.h"
+#include "core/log.h"
+
+#define BS_FRAME_DATA 0x41544144u  /* "DATA" */
+#define BS_FRAME_FAIL 0x4c494146u  /* "FAIL" */
+#define RING_NOTICE_NS 1000000000ll /* at most this long to pass a notice on */
+
+typedef enum { BS_FAIL_CLOSED = 1, BS_FAIL_TIMEOUT = 2, BS_FAIL_ABORTED = 3 } bs_fail_t;
+
+/* One direction of a step: a frame header, then its payload. */
+typedef struct ring_xfer {
+    int fd;
+    void *hdr;
+    size_t hlen;
+    void *data;
+    size_t dlen;
+    size_t off;                 /* over header then payload */
+} ring_xfer_t;
+
+static int ring_next(const braid_bootstrap_t *bs)
+{
+    return (bs->rank + 1) % bs->nranks;
+}
+
+static int ring_prev(const braid_bootstrap_t *bs)
+{
+    return (bs->rank + bs->nranks - 1) % bs->nranks;
+}
+
+static int ring_xfer_done(const ring_xfer_t *x)
+{
+    return x->off == x->hlen + x->dlen;
+}
+
+static braid_status_t ring_xfer_send(ring_xfer_t *x)
+{
+    size_t o;
+    braid_status_t st;
+    if (x->off < x->hlen) {
+        BRAID_CHECK(braid_socket_send_nb(x->fd, x->hdr, x->hlen, &x->off));
+        if (x->off < x->hlen)
+            return BRAID_OK;
+    }
+    o = x->off - x->hlen;
+    st = braid_socket_send_nb(x->fd, x->data, x->dlen, &o);
+    x->off = x->hlen + o;
+    return st;
+}
+
+/* Receives the header, and stops there so that the caller checks it before the payload. */
+static braid_status_t ring_xfer_recv(ring_xfer_t *x)
+{
+    size_t o;
+    braid_status_t st;
+    if (x->off < x->hlen)
+        return braid_socket_recv_nb(x->fd, x->hdr, x->hlen, &x->off);
+    o = x->off - x->hlen;
+    st = braid_socket_recv_nb(x->fd, x->data, x->dlen, &o);
+    x->off = x->hlen + o;
+    return st;
+}
+
+/* ---- failure notices ---- */
+
+/* Best effort: finish the frame rank+1 is receiving from us, then the notice after it. */
+static void ring_notice_send(braid_bootstrap_t *bs, ring_xfer_t *sx, int backward,
+                             const bs_frame_t *f)
+{
+    int64_t deadline = braid_time_ns() + RING_NOTICE_NS;
+    int fd = backward ? bs->prev_fd : bs->next_fd;
+    if (fd < 0 || f->rank == (backward ? ring_prev(bs) : ring_next(bs)))
+        return;
+    while (!backward && sx != NULL && sx->off != 0 && !ring_xfer_done(sx)) {
+        struct pollfd pfd = { .fd = sx->fd, .events = POLLOUT };
+        if (ring_xfer_send(sx) < 0 ||
+            (!ring_xfer_done(sx) && braid_socket_wait(&pfd, 1, deadline, 0, -1) < 0))
+            return;
+    }
+    (void)braid_socket_send_all(fd, f, sizeof(*f), deadline, -1);
+}
+
+static void ring_notice_start(braid_bootstrap_t *bs, ring_xfer_t *sx, int failed,
+                              bs_fail_t reason)
+{
+    bs_frame_t f = { .kind = BS_FRAME_FAIL, .reason = reason, .rank = failed,
+                     .reporter = bs->rank };
+    ring_notice_send(bs, sx, 0, &f);
+    ring_notice_send(bs, sx, 1, &f);
+}
+
+/* A notice arrived: pass it on and report the rank it names. */
+static braid_status_t ring_notice_report(braid_bootstrap_t *bs, ring_xfer_t *sx,
+                                         const bs_frame_t *f, int backward, const char *what)
+{
+    char who[160];
+    if (f->kind != BS_FRAME_FAIL || f->rank < 0 || f->rank >= bs->nranks || f->reporter < 0 ||
+        f->reporter >= bs->nranks)
+        return braid_err(BRAID_ERR_REMOTE, "bootstrap: rank %d received a malformed frame "
+                         "(kind 0x%x) from rank %d during %s", bs->rank, f->kind,
+                         backward ? ring_next(bs) : ring_prev(bs), what);
+    ring_notice_send(bs, sx, backward, f);
+    braid_bootstrap_rec_str(&bs->recs[f->rank], who, sizeof(who));
+    if (f->reason == BS_FAIL_TIMEOUT)
+        return braid_err(BRAID_ERR_TIMEOUT, "bootstrap: %s did not respond within %d s during "
+                         "%s: it is hung, or has not reached this step (seen by rank %d)",
+                         who, bs->timeout_s, what, f->reporter);
+    if (f->reason == BS_FAIL_ABORTED)
+        return braid_err(BRAID_ERR_REMOTE, "bootstrap: %s aborted its communicator during %s",
+                         who, what);
+    return braid_err(BRAID_ERR_REMOTE, "bootstrap: %s closed the connection during %s: it has "
+                     "probably exited (seen by rank %d)", who, what, f->reporter);
+}
+
+/* What rank+1 sent backward: nothing yet, its close (it finished and left), or a notice. */
+static braid_status_t ring_back_poll(braid_bootstrap_t *bs, ring_xfer_t *sx, const char *what)
+{
+    braid_status_t st;
+    if (bs->next_gone)
+        return BRAID_OK;
+    st = braid_socket_recv_nb(bs->next_fd, &bs->back, sizeof(bs->back), &bs->back_off);
+    if (st < 0) {
+        bs->next_gone = 1;   /* if it still owed us a read, our send will say so */
+        return BRAID_OK;
+    }
+    if (bs->back_off < sizeof(bs->back))
+        return BRAID_OK;
+    bs->back_off = 0;
+    return ring_notice_report(bs, sx, &bs->back, 1, what);
+}
+
+/* A transfer with a neighbour failed: prefer a notice already there, else start one. */
+static braid_status_t ring_step_fail(braid_bootstrap_t *bs, ring_xfer_t *sx, braid_status_t st,
+                                     int sending, const char *what)
+{
+    int peer = sending ? ring_next(bs) : ring_prev(bs), err = errno;
+    if (st != BRAID_ERR_ABORTED) {
+        braid_status_t back = ring_back_poll(bs, sx, what);
+        if (back < 0)
+            return back;
+    }
+    if (st == BRAID_ERR_ABORTED)
+        ring_notice_start(bs, sx, bs->rank, BS_FAIL_ABORTED);
+    else
+        ring_notice_start(bs, sx, peer,
+                          st == BRAID_ERR_TIMEOUT ? BS_FAIL_TIMEOUT : BS_FAIL_CLOSED);
+    errno = err;
+    return braid_bootstrap_peer_err(bs, st, peer, what);
+}
+
+/* ---- steps ---- */
+
+/* The received header is complete: data of the right size, or a notice. */
+static braid_status_t ring_frame_check(braid_bootstrap_t *bs, ring_xfer_t *sx,
+                                       const bs_frame_t *f, size_t len, const char *what)
+{
+    if (f->kind != BS_FRAME_DATA)
+        return ring_notice_report(bs, sx, f, 0, what);
+    if (f->len != len)
+        return braid_err(BRAID_ERR_USAGE, "bootstrap: rank %d sent %" PRIu64 " bytes per rank "
+                         "in %s but rank %d expects %zu: the ranks make different bootstrap "
+                         "calls", ring_prev(bs), f->len, what, bs->rank, len);
+    return BRAID_OK;
+}
+
+static void ring_step_pollfds(const braid_bootstrap_t *bs, const ring_xfer_t *sx,
+                              const ring_xfer_t *rx, struct pollfd *pfd)
+{
+    pfd[0] = (struct pollfd){ .fd = ring_xfer_done(sx) ? -1 : sx->fd, .events = POLLOUT };
+    pfd[1] = (struct pollfd){ .fd = ring_xfer_done(rx) ? -1 : rx->fd, .events = POLLIN };
+    pfd[2] = (struct pollfd){ .fd = bs->next_gone ? -1 : bs->next_fd, .events = POLLIN };
+}
+
+/* One ring step: send `sbuf` to rank+1 while receiving rank-1's block into rbuf. */
+static braid_status_t ring_step(braid_bootstrap_t *bs, const void *sbuf, void *rbuf, size_t len,
+                                int64_t deadline, const char *what)
+{
+    bs_frame_t shdr = { .kind = BS_FRAME_DATA, .rank = bs->rank, .len = len }, rhdr;
+    ring_xfer_t sx = { bs->next_fd, &shdr, sizeof(shdr), (void *)sbuf, len, 0 };
+    ring_xfer_t rx = { bs->prev_fd, &rhdr, sizeof(rhdr), rbuf, len, 0 };
+    int checked = 0;
+    for (;;) {
+        struct pollfd pfd[3];
+        braid_status_t st = ring_xfer_send(&sx);
+        if (st < 0)
+            return ring_step_fail(bs, &sx, st, 1, what);
+        st = ring_xfer_recv(&rx);
+        if (st < 0)
+            return ring_step_fail(bs, &sx, st, 0, what);
+        if (!checked && rx.off == rx.hlen) {
+            BRAID_CHECK(ring_frame_check(bs, &sx, &rhdr, len, what));
+            checked = 1;
+            continue;
+        }
+        if (ring_xfer_done(&sx) && ring_xfer_done(&rx))
+            return BRAID_OK;
+        ring_step_pollfds(bs, &sx, &rx, pfd);
+        st = braid_socket_wait(pfd, 3, deadline, 0, bs->abort_fd);
+        if (st < 0)   /* a timeout while only sending means rank+1 stopped reading */
+            return ring_step_fail(bs, &sx, st, st == BRAID_ERR_TIMEOUT && pfd[1].fd < 0, what);
+        if (pfd[2].revents != 0)
+            BRAID_CHECK(ring_back_poll(bs, &sx, what));
+    }
+}
+
+static braid_status_t ring_usable(braid_bootstrap_t *bs, const char *what)
+{
+    if (bs == NULL || !bs->joined)
+        return braid_err(BRAID_ERR_USAGE, "bootstrap %s before the bootstrap joined", what);
+    if (bs->failed < 0)
+        return bs->failed;
+    if (atomic_load(&bs->aborted))
+        return bs->failed = braid_err(BRAID_ERR_ABORTED, "bootstrap: rank %d of %d was aborted "
+                                      "before %s", bs->rank, bs->nranks, what);
+    return BRAID_OK;
+}
+
+static braid_status_t ring_allgather(braid_bootstrap_t *bs, const void *mine, void *out,
+                                     size_t len, const char *what)
+{
+    int n, r;
+    int64_t deadline;
+    braid_status_t st;
+    BRAID_CHECK(ring_usable(bs, what));
+    n = bs->nranks;
+    r = bs->rank;
+    if (len > 0 && (char *)out + (size_t)r * len != mine)
+        memmove((char *)out + (size_t)r * len, mine, len);
+    if (n == 1)
+        return BRAID_OK;
+    deadline = braid_deadline_after_s(bs->timeout_s);
+    st = ring_back_poll(bs, NULL, what);       /* a failure noticed since the last call */
+    for (int t = 0; st == BRAID_OK && t < n - 1; t++) {
+        int sblk = (r - t + n) % n, rblk = (r - t - 1 + n) % n;
+        st = ring_step(bs, len ? (char *)out + (size_t)sblk * len : NULL,
+                       len ? (char *)out + (size_t)rblk * len : NULL, len, deadline, what);
+    }
+    if (st < 0)
+        bs->failed = st;
+    return st;
+}
+
+braid_status_t braid_bootstrap_allgather(braid_bootstrap_t *bs, const void *mine, void *out,
+                                         size_t len)
+{
+    if (len > 0 && (mine == NULL || out == NULL))
+        return braid_err(BRAID_ERR_INVALID, "bootstrap allgather of %zu bytes with a NULL "
+                         "buffer", len);
+    return ring_allgather(bs, mine, out, len, "allgather");
+}
+
+/* Zero-byte all-gather: the n-1 ring steps alone order every rank after every other. */
+braid_status_t braid_bootstrap_barrier(braid_bootstrap_t *bs)
+{
+    return ring_allgather(bs, NULL, NULL, 0, "barrier");
+}

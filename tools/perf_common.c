@@ -1,0 +1,856 @@
+/*
+ * perf_common: the driver shared by the *_perf tools (see perf_common.h).
+ *
+ * Flow, as in nccl-tests: parse flags; find this process's ranks; every rank (one thread
+ * each) makes its communicator with ncclCommInitRank; for each type and op: warm up at
+ * the largest and smallest size, then for each size time `iters` calls out of place and
+ * in place, check one call against the expected data, and let global rank 0 print the
+ * row. Ranks agree on times and error counts through their own communicator (a one-
+ * element all-reduce), so threads and processes need no other channel.
+ *
+ * The data and its check live in perf_data.c.
+ */
+#include "perf_common.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- command line ---- */
+
+typedef struct perf_args {
+    int nthreads, ngpus, iters, warmup, agg, cycles, parallel_init, check;
+    int op;       /* op index, or -1 for all */
+    int type;     /* index into perf_types, or -1 for all */
+    int root, blocking, stream_null, timeout, graph, cputime, average, reg;
+    size_t min_bytes, max_bytes, step_bytes, step_factor;
+    const char *json;
+} perf_args_t;
+
+static const struct option perf_longopts[] = {
+    { "nthreads", required_argument, 0, 't' },   { "ngpus", required_argument, 0, 'g' },
+    { "minbytes", required_argument, 0, 'b' },   { "maxbytes", required_argument, 0, 'e' },
+    { "stepbytes", required_argument, 0, 'i' },  { "stepfactor", required_argument, 0, 'f' },
+    { "iters", required_argument, 0, 'n' },      { "agg_iters", required_argument, 0, 'm' },
+    { "warmup_iters", required_argument, 0, 'w' }, { "run_cycles", required_argument, 0, 'N' },
+    { "parallel_init", required_argument, 0, 'p' }, { "check", required_argument, 0, 'c' },
+    { "op", required_argument, 0, 'o' },         { "datatype", required_argument, 0, 'd' },
+    { "root", required_argument, 0, 'r' },       { "blocking", required_argument, 0, 'z' },
+    { "stream_null", required_argument, 0, 'y' }, { "timeout", required_argument, 0, 'T' },
+    { "cudagraph", required_argument, 0, 'G' },  { "report_cputime", required_argument, 0, 'C' },
+    { "average", required_argument, 0, 'a' },    { "local_register", required_argument, 0, 'R' },
+    { "output_file", required_argument, 0, 'J' }, { "help", no_argument, 0, 'h' },
+    { "selftest", no_argument, 0, 'S' },
+    { 0, 0, 0, 0 }
+};
+
+static void perf_usage(FILE *out, const char *prog)
+{
+    fprintf(out,
+        "usage: %s [options]    (nccl-tests flags; buffers are host memory)\n"
+        "  -t,--nthreads N        ranks run as threads of this process (default 1); with a\n"
+        "                         launcher (braidrun, torchrun, mpirun, srun) each process\n"
+        "                         adds N ranks and NCCL_COMM_ID=host:port must be set\n"
+        "  -g,--ngpus N           must be 1: each rank drives one host-memory buffer set\n"
+        "  -b,--minbytes SIZE     smallest size, with K/M/G suffix (default 32M)\n"
+        "  -e,--maxbytes SIZE     largest size (default 32M)\n"
+        "  -i,--stepbytes SIZE    increment when -f is 1 (default 1M)\n"
+        "  -f,--stepfactor N      multiply the size by N each step (default 1: use -i)\n"
+        "  -n,--iters N           timed iterations per size (default 20)\n"
+        "  -m,--agg_iters N       calls aggregated in one ncclGroupStart/End (default 1)\n"
+        "  -w,--warmup_iters N    warm-up iterations (default 5)\n"
+        "  -N,--run_cycles N      run the sweep N times, 0 = forever (default 1)\n"
+        "  -p,--parallel_init 0/1 accepted; every rank always initialises in its own thread\n"
+        "  -c,--check N           check N iterations per size, 0 = no check (default 1)\n"
+        "  -o,--op OP             sum, prod, max, min, avg, mulsum or all (default sum)\n"
+        "  -d,--datatype TYPE     int8 uint8 int32 uint32 int64 uint64 half float double\n"
+        "                         bfloat16 f8e4m3 f8e5m2, or all (default float)\n"
+        "  -r,--root N            root rank of rooted collectives (default 0)\n"
+        "  -z,--blocking 0/1/2    1: barrier after every call (or -m group); 2 = 0 on host\n"
+        "  -y,--stream_null 0/1   accepted; host calls take no stream\n"
+        "  -T,--timeout SECONDS   fail a call that takes longer (default 0: none)\n"
+        "  -G,--cudagraph N       must be 0: CUDA graphs need GPU streams\n"
+        "  -C,--report_cputime 0/1  label times 'cputime' (host calls: the same value)\n"
+        "  -a,--average 0/1/2/3   time reported: rank 0, mean, min, max over ranks (default 1)\n"
+        "  -R,--local_register 0/1/2  register buffers: 1 ncclCommRegister, 2 symmetric\n"
+        "                         window (default 0)\n"
+        "  -J,--output_file FILE  also write each row as one JSON object per line\n"
+        "  --selftest             check the tool's data encoding and comparison, then exit\n"
+        "  -h,--help              this help\n",
+        prog);
+}
+
+/* An integer in [lo, hi]; returns -1 (after a message) if `arg` is not one. */
+static int perf_parse_int(const char *prog, char opt, const char *arg, long lo, long hi,
+                          int *out_p)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 0);
+    if (errno != 0 || end == arg || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "%s: -%c wants an integer from %ld to %ld, not \"%s\"\n", prog, opt,
+                lo, hi, arg);
+        return -1;
+    }
+    *out_p = (int)v;
+    return 0;
+}
+
+/* A size such as 8, 1.5K, 64M, 2G (nccl-tests' parsesize). */
+static int perf_parse_size(const char *prog, char opt, const char *arg, size_t *out_p)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    double unit = 1;
+    switch (*end) {
+    case 'k': case 'K': unit = 1024.0; end++; break;
+    case 'm': case 'M': unit = 1048576.0; end++; break;
+    case 'g': case 'G': unit = 1073741824.0; end++; break;
+    default: break;
+    }
+    if (errno != 0 || end == arg || *end != '\0' || !(v >= 0) || v * unit > 1e18) {
+        fprintf(stderr, "%s: -%c wants a size in bytes (suffix K, M or G allowed), not "
+                "\"%s\"\n", prog, opt, arg);
+        return -1;
+    }
+    *out_p = (size_t)(v * unit);
+    return 0;
+}
+
+static int perf_parse_name(const char *prog, int c, const char *arg, perf_args_t *a)
+{
+    if (c == 'o') {
+        a->op = strcmp(arg, "all") == 0 ? -1 : perf_op_find(arg);
+        if (a->op != -2)
+            return 0;
+        fprintf(stderr, "%s: unknown op \"%s\" (sum, prod, max, min, avg, mulsum, all)\n",
+                prog, arg);
+        return -1;
+    }
+    const perf_type_t *t = perf_type_find(arg);
+    a->type = t != NULL ? (int)(t - perf_types) : -1;
+    if (t != NULL || strcmp(arg, "all") == 0)
+        return 0;
+    fprintf(stderr, "%s: unknown datatype \"%s\" (int8, uint8, int32, uint32, int64, uint64, "
+            "half, float, double, bfloat16, f8e4m3, f8e5m2, all)\n", prog, arg);
+    return -1;
+}
+
+static int perf_parse_opt(const char *prog, int c, const char *arg, perf_args_t *a)
+{
+    switch (c) {
+    case 't': return perf_parse_int(prog, 't', arg, 1, 1024, &a->nthreads);
+    case 'g': return perf_parse_int(prog, 'g', arg, 1, 1024, &a->ngpus);
+    case 'b': return perf_parse_size(prog, 'b', arg, &a->min_bytes);
+    case 'e': return perf_parse_size(prog, 'e', arg, &a->max_bytes);
+    case 'i': return perf_parse_size(prog, 'i', arg, &a->step_bytes);
+    case 'f': {
+        int f = 0, st = perf_parse_int(prog, 'f', arg, 0, 1 << 20, &f);
+        a->step_factor = (size_t)f;
+        return st;
+    }
+    case 'n': return perf_parse_int(prog, 'n', arg, 1, INT_MAX, &a->iters);
+    case 'm': return perf_parse_int(prog, 'm', arg, 1, 1 << 20, &a->agg);
+    case 'w': return perf_parse_int(prog, 'w', arg, 0, INT_MAX, &a->warmup);
+    case 'N': return perf_parse_int(prog, 'N', arg, 0, INT_MAX, &a->cycles);
+    case 'p': return perf_parse_int(prog, 'p', arg, 0, 1, &a->parallel_init);
+    case 'c': return perf_parse_int(prog, 'c', arg, 0, INT_MAX, &a->check);
+    case 'o': case 'd': return perf_parse_name(prog, c, arg, a);
+    case 'r': return perf_parse_int(prog, 'r', arg, 0, INT_MAX, &a->root);
+    case 'z': return perf_parse_int(prog, 'z', arg, 0, 2, &a->blocking);
+    case 'y': return perf_parse_int(prog, 'y', arg, 0, 1, &a->stream_null);
+    case 'T': return perf_parse_int(prog, 'T', arg, 0, INT_MAX, &a->timeout);
+    case 'G': return perf_parse_int(prog, 'G', arg, 0, INT_MAX, &a->graph);
+    case 'C': return perf_parse_int(prog, 'C', arg, 0, 1, &a->cputime);
+    case 'a': return perf_parse_int(prog, 'a', arg, 0, 3, &a->average);
+    case 'R': return perf_parse_int(prog, 'R', arg, 0, 2, &a->reg);
+    case 'J': a->json = arg; return 0;
+    default: return -1;
+    }
+}
+
+/* Flags that parse but make no sense on host memory, and cross-flag checks. */
+static int perf_args_check(const char *prog, const perf_args_t *a)
+{
+    if (a->ngpus != 1)
+        fprintf(stderr, "%s: -g %d: each rank has one set of host-memory buffers, so -g must "
+                "be 1; use -t N for N ranks in this process, or a launcher (braidrun -n N)\n",
+                prog, a->ngpus);
+    else if (a->graph != 0)
+        fprintf(stderr, "%s: -G %d: CUDA graphs capture GPU streams, and these tools run on "
+                "host memory with no stream; use -G 0\n", prog, a->graph);
+    else if (a->min_bytes > a->max_bytes)
+        fprintf(stderr, "%s: invalid sizes for 'minbytes' and 'maxbytes': %zu > %zu\n", prog,
+                a->min_bytes, a->max_bytes);
+    else if (a->step_factor <= 1 && a->step_bytes == 0)
+        fprintf(stderr, "%s: -i 0 with -f %zu would never reach -e: give -i > 0 or -f > 1\n",
+                prog, a->step_factor);
+    else
+        return 0;
+    return -1;
+}
+
+/* Returns 0 to run, or the exit status (0 after -h, 2 after a bad flag). */
+static int perf_args_parse(int argc, char **argv, perf_args_t *a, int *exit_p)
+{
+    const char *prog = argv[0];
+    int c;
+    *a = (perf_args_t){ .nthreads = 1, .ngpus = 1, .iters = 20, .warmup = 5, .agg = 1,
+                        .cycles = 1, .check = 1, .op = ncclSum, .type = 7, .average = 1,
+                        .min_bytes = 32u << 20, .max_bytes = 32u << 20,
+                        .step_bytes = 1u << 20, .step_factor = 1 };
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:R:J:h",
+                            perf_longopts, NULL)) != -1) {
+        if (c == 'h') {
+            perf_usage(stdout, prog);
+            *exit_p = 0;
+            return 1;
+        }
+        if (c == 'S') {   /* --selftest: the data encoding and check, no communicator */
+            int fails = perf_data_selftest(stdout);
+            printf("%s: data self-test %s\n", prog, fails == 0 ? "passed" : "FAILED");
+            *exit_p = fails == 0 ? 0 : 1;
+            return 1;
+        }
+        if (c == '?' || c == ':') {
+            if (optopt != 0)
+                fprintf(stderr, "%s: invalid option or missing value: -%c\n", prog, optopt);
+            else
+                fprintf(stderr, "%s: invalid option: %s\n", prog, argv[optind - 1]);
+        }
+        if (c == '?' || c == ':' || perf_parse_opt(prog, c, optarg, a) != 0) {
+            perf_usage(stderr, prog);
+            *exit_p = 2;
+            return 1;
+        }
+    }
+    if (optind < argc)
+        fprintf(stderr, "%s: unexpected argument \"%s\"\n", prog, argv[optind]);
+    if (optind < argc || perf_args_check(prog, a) != 0) {
+        perf_usage(stderr, prog);
+        *exit_p = 2;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- the job: ranks of this process ---- */
+
+#define PERF_LINE 160   /* bytes per rank in the gathered device listing */
+
+typedef struct perf_job perf_job_t;
+
+typedef struct perf_rank {
+    perf_job_t *job;
+    int rank, thread;
+    ncclComm_t comm;
+    char *send, *recv, *expected;
+    void *reg[2];
+    ncclWindow_t win[2];
+    _Atomic int64_t busy_since;   /* -T watchdog: when the current call began, 0 if idle */
+    double bw_sum;
+    int bw_count, errors, in_row, in_group;
+    uint32_t rep;
+    char json_row[1024];
+    pthread_t tid;
+} perf_rank_t;
+
+struct perf_job {
+    const perf_coll_t *coll;
+    perf_args_t a;
+    int nprocs, proc, local_rank, local_size, nranks, reduced;
+    size_t buf_bytes;
+    ncclUniqueId uid;
+    char host[256];
+    FILE *json;
+    perf_rank_t *ranks;
+    atomic_int done;
+};
+
+/* One (type, op, size) as the bench sees it. */
+typedef struct perf_case {
+    perf_data_t d;
+    perf_sizes_t s;
+    size_t bytes;          /* printed size: max(send, recv) bytes */
+    const char *op_name;
+} perf_case_t;
+
+static int64_t perf_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A failed call: name it, then end the process (peers see it go and fail too). */
+static void perf_die(const perf_rank_t *rk, const char *what, ncclResult_t res)
+{
+    const char *last = ncclGetLastError(rk->comm);
+    if (rk->in_row)
+        putchar('\n');   /* end the half-printed row */
+    fflush(stdout);
+    fprintf(stderr, "%s: rank %d: %s failed: %s%s%s\n", rk->job->coll->prog, rk->rank, what,
+            ncclGetErrorString(res), last != NULL && last[0] != '\0' ? ": " : "",
+            last != NULL ? last : "");
+    _exit(1);
+}
+
+static inline void perf_nccl(const perf_rank_t *rk, const char *what, ncclResult_t res)
+{
+    if (res != ncclSuccess)
+        perf_die(rk, what, res);
+}
+
+/* -T: mark the rank as inside a call (or out of it); an -m group counts as one call. */
+static void perf_busy(perf_rank_t *rk, int on)
+{
+    if (rk->job->a.timeout > 0 && !rk->in_group)
+        atomic_store(&rk->busy_since, on ? perf_now_ns() : 0);
+}
+
+/* The driver's own agreement between ranks: an all-reduce on this rank's communicator. */
+static void perf_agree(perf_rank_t *rk, void *buf, size_t count, ncclDataType_t dt,
+                       ncclRedOp_t op)
+{
+    perf_busy(rk, 1);
+    perf_nccl(rk, "ncclAllReduce (driver sync)",
+              ncclAllReduce(buf, buf, count, dt, op, rk->comm, NULL));
+    perf_busy(rk, 0);
+}
+
+static void perf_barrier(perf_rank_t *rk)
+{
+    int32_t x = 0;
+    perf_agree(rk, &x, 1, ncclInt32, ncclSum);
+}
+
+/* The time every rank reports, per -a: rank 0's, the mean, the min or the max. */
+static double perf_time_agree(perf_rank_t *rk, double t)
+{
+    int avg = rk->job->a.average;
+    if (avg == 0 && rk->rank != 0)
+        t = 0;
+    perf_agree(rk, &t, 1, ncclFloat64, avg == 2 ? ncclMin : avg == 3 ? ncclMax : ncclSum);
+    return avg == 1 ? t / rk->job->nranks : t;
+}
+
+/* ---- environment ---- */
+
+/* 1 and *v_p if `name` holds an integer, 0 if unset, -1 (with a message) if malformed. */
+static int perf_env_int(const char *prog, const char *name, int *v_p)
+{
+    const char *s = getenv(name);
+    char *end;
+    if (s == NULL || s[0] == '\0')
+        return 0;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0 || v > INT_MAX) {
+        fprintf(stderr, "%s: %s=\"%s\" is not a rank number\n", prog, name, s);
+        return -1;
+    }
+    *v_p = (int)v;
+    return 1;
+}
+
+/* This process's place among the launcher's processes (or the only process). */
+static int perf_job_env(perf_job_t *job)
+{
+    static const char *const world[][2] = {
+        { "RANK", "WORLD_SIZE" }, { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+        { "PMI_RANK", "PMI_SIZE" }, { "SLURM_PROCID", "SLURM_NTASKS" },
+    };
+    static const char *const local[][2] = {
+        { "LOCAL_RANK", "LOCAL_WORLD_SIZE" },
+        { "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE" },
+        { "MPI_LOCALRANKID", "MPI_LOCALNRANKS" }, { "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE" },
+    };
+    const char *prog = job->coll->prog;
+    job->nprocs = 1;
+    for (size_t i = 0; i < 4; i++) {
+        int r = perf_env_int(prog, world[i][0], &job->proc);
+        int n = perf_env_int(prog, world[i][1], &job->nprocs);
+        if (r < 0 || n < 0)
+            return -1;
+        if (r == 1 && n == 1) {
+            if (job->nprocs >= 1 && job->proc < job->nprocs)
+                break;
+            fprintf(stderr, "%s: %s=%d is not below %s=%d\n", prog, world[i][0], job->proc,
+                    world[i][1], job->nprocs);
+            return -1;
+        }
+        job->proc = 0;
+        job->nprocs = 1;
+    }
+    job->local_size = job->nprocs;
+    for (size_t i = 0; i < 4; i++) {
+        if (perf_env_int(prog, local[i][0], &job->local_rank) == 1) {
+            if (perf_env_int(prog, local[i][1], &job->local_size) != 1)
+                job->local_size = job->nprocs;
+            break;
+        }
+    }
+    if (job->local_size < 1)
+        job->local_size = 1;
+    return 0;
+}
+
+/* nccl-tests caps maxBytes by device memory; here by host memory: 2 or 3 buffers per
+ * rank, every rank of this host, and 1 GiB for everything else. */
+static void perf_job_memory(perf_job_t *job)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    double phys = (double)pages * (double)psize, rest = 1073741824.0;
+    double per = (job->a.check ? 3.0 : 2.0) * job->a.nthreads * job->local_size;
+    if (pages <= 0 || psize <= 0 || phys <= 2 * rest)
+        return;
+    if ((double)job->a.max_bytes * per > phys - rest) {
+        job->a.max_bytes = (size_t)((phys - rest) / per);
+        job->reduced = 1;
+    }
+}
+
+/* ---- output (global rank 0 only) ---- */
+
+/* nccl-tests' number format: as many decimals (2, 1, 0) as fit the width. */
+static void perf_fmt(char *out, int width, double v)
+{
+    for (int prec = 2; prec >= 0; prec--)
+        if (snprintf(out, (size_t)width + 1, "%*.*f", width, prec, v) <= width)
+            return;
+    snprintf(out, (size_t)width + 1, "%*.*e", width, width >= 7 ? 1 : 0, v);
+}
+
+static void perf_print_devices(perf_rank_t *rk)
+{
+    perf_job_t *job = rk->job;
+    size_t n = (size_t)job->nranks;
+    char *lines = calloc(n, PERF_LINE);
+    if (lines == NULL) {
+        fprintf(stderr, "%s: out of memory for the device listing\n", job->coll->prog);
+        _exit(1);
+    }
+    /* every rank writes its own slot; a byte sum over ranks is then a gather */
+    snprintf(lines + (size_t)rk->rank * PERF_LINE, PERF_LINE,
+             "#  Rank %2d Group %2d Pid %6d on %10.64s device %2d [host] host memory\n",
+             rk->rank, 0, (int)getpid(), job->host,
+             job->local_rank * job->a.nthreads + rk->thread);
+    perf_agree(rk, lines, n * PERF_LINE, ncclUint8, ncclSum);
+    for (size_t i = 0; rk->rank == 0 && i < n; i++)
+        printf("%.*s", PERF_LINE, lines + i * PERF_LINE);
+    free(lines);
+}
+
+static void perf_print_table_header(const perf_job_t *job)
+{
+    const char *t = job->a.cputime ? "cputime" : "time";
+    if (job->reduced)
+        printf("#\n# Reducing maxBytes to %zu due to memory limitation\n", job->a.max_bytes);
+    printf("#\n");
+    printf("# %10s  %12s  %8s  %6s  %6s  %10s%-23s  %12s%-21s\n", "", "", "", "", "", "",
+           "out-of-place", "", "in-place");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
+           "count", "type", "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw",
+           "busbw", "#wrong");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
+           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+           "(GB/s)", "");
+}
+
+static void perf_row_begin(perf_rank_t *rk, const perf_case_t *pc)
+{
+    const perf_coll_t *coll = rk->job->coll;
+    if (rk->rank != 0)
+        return;
+    rk->in_row = 1;
+    printf("%12zu  %12zu  %8s  %6s  %6d", pc->bytes, pc->s.param_count, pc->d.type->name,
+           pc->op_name, pc->d.root);
+    snprintf(rk->json_row, sizeof(rk->json_row),
+             "{\"collective\":\"%s\",\"nranks\":%d,\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
+             "\"redop\":\"%s\",\"root\":%d", coll->name, rk->job->nranks, pc->bytes,
+             pc->s.param_count, pc->d.type->name, pc->op_name, pc->d.root);
+}
+
+static void perf_row_half(perf_rank_t *rk, int in_place, double usec, double algbw,
+                          double busbw, long long wrong)
+{
+    char ts[8], as[7], bs[7], ws[16];
+    size_t len = strlen(rk->json_row);
+    if (rk->rank != 0)
+        return;
+    perf_fmt(ts, 7, usec);
+    perf_fmt(as, 6, algbw);
+    perf_fmt(bs, 6, busbw);
+    if (rk->job->a.check)
+        snprintf(ws, sizeof(ws), "%lld", wrong);
+    printf("  %7s  %6s  %6s  %6s", ts, as, bs, rk->job->a.check ? ws : "N/A");
+    snprintf(rk->json_row + len, sizeof(rk->json_row) - len,
+             ",\"%s\":{\"%s\":%.3f,\"alg_bw\":%.6f,\"bus_bw\":%.6f,\"nwrong\":%s}",
+             in_place ? "in_place" : "out_of_place", rk->job->a.cputime ? "cpu_time" : "time",
+             usec, algbw, busbw, rk->job->a.check ? ws : "null");
+}
+
+static void perf_row_end(perf_rank_t *rk)
+{
+    if (rk->rank != 0)
+        return;
+    rk->in_row = 0;
+    printf("\n");
+    if (rk->job->json != NULL) {
+        fprintf(rk->job->json, "%s}\n", rk->json_row);
+        fflush(rk->job->json);
+    }
+}
+
+/* ---- one size: time it, check it ---- */
+
+static void perf_case_size(perf_rank_t *rk, perf_case_t *pc, size_t bytes)
+{
+    size_t ws = (size_t)pc->d.type->size;
+    rk->job->coll->sizes(bytes / ws, rk->job->nranks, &pc->s);
+    pc->bytes = (pc->s.send_count > pc->s.recv_count ? pc->s.send_count : pc->s.recv_count) * ws;
+}
+
+/* One call of the case. Offsets move with `iter` across the buffer, as in nccl-tests, so
+ * back-to-back calls do not reuse the same cache lines. */
+static void perf_start(perf_rank_t *rk, const perf_case_t *pc, int in_place, size_t iter)
+{
+    const perf_coll_t *coll = rk->job->coll;
+    size_t ws = (size_t)pc->d.type->size;
+    size_t steps = pc->bytes ? rk->job->buf_bytes / pc->bytes : 1;
+    char *recv = rk->recv + pc->bytes * (iter % steps), *send = rk->send + pc->bytes * (iter % steps);
+    ncclRedOp_t op = coll->uses_op ? (ncclRedOp_t)pc->d.op : ncclSum;
+    if (in_place) {
+        send = recv + pc->s.send_inplace_off * (size_t)rk->rank * ws;
+        recv = recv + pc->s.recv_inplace_off * (size_t)rk->rank * ws;
+    }
+    if (coll->uses_op && pc->d.op == PERF_OP_MULSUM) {
+        uint64_t scalar = 0;
+        perf_type_store(pc->d.type, &scalar, 0, perf_data_scalar(rk->rank));
+        perf_nccl(rk, "ncclRedOpCreatePreMulSum", ncclRedOpCreatePreMulSum(&op, &scalar,
+                  pc->d.type->dt, ncclScalarHostImmediate, rk->comm));
+    }
+    perf_busy(rk, 1);
+    perf_nccl(rk, coll->call, coll->run(send, recv, pc->s.param_count, pc->d.type->dt, op,
+                                        pc->d.root < 0 ? 0 : pc->d.root, rk->comm));
+    perf_busy(rk, 0);
+    if (coll->uses_op && pc->d.op == PERF_OP_MULSUM)
+        perf_nccl(rk, "ncclRedOpDestroy", ncclRedOpDestroy(op, rk->comm));
+}
+
+/* Fresh input (and, with `expected`, the expected output); the receive side is poisoned
+ * with all-ones bytes (NaN for every float type) so an element never written is wrong. */
+static void perf_init_data(perf_rank_t *rk, const perf_case_t *pc, int in_place,
+                           uint32_t seed, int expected)
+{
+    perf_data_t d = pc->d;
+    size_t ws = (size_t)d.type->size;
+    void *in = in_place ? rk->recv + pc->s.send_inplace_off * (size_t)rk->rank * ws : rk->send;
+    d.seed = seed;
+    memset(rk->recv, 0xff, pc->bytes);
+    rk->job->coll->fill(&d, &pc->s, rk->rank, in, expected ? rk->expected : NULL);
+}
+
+static long long perf_check(perf_rank_t *rk, const perf_case_t *pc, int in_place)
+{
+    long long wrong = 0;
+    for (int c = 0; c < rk->job->a.check; c++) {
+        size_t off = in_place ? pc->s.recv_inplace_off * (size_t)rk->rank : 0;
+        perf_init_data(rk, pc, in_place, ++rk->rep, 1);
+        perf_start(rk, pc, in_place, 0);
+        wrong = (long long)perf_data_check(&pc->d, rk->recv + off * (size_t)pc->d.type->size,
+                                           rk->expected, pc->s.recv_count);
+        perf_agree(rk, &wrong, 1, ncclInt64, ncclSum);
+        if (wrong != 0)
+            break;
+    }
+    return wrong;
+}
+
+static void perf_timed_loop(perf_rank_t *rk, const perf_case_t *pc, int in_place)
+{
+    const perf_args_t *a = &rk->job->a;
+    for (int it = 0; it < a->iters; it++) {
+        if (a->agg > 1) {
+            perf_busy(rk, 1);
+            rk->in_group = 1;
+            perf_nccl(rk, "ncclGroupStart", ncclGroupStart());
+        }
+        for (int k = 0; k < a->agg; k++)
+            perf_start(rk, pc, in_place, (size_t)it * (size_t)a->agg + (size_t)k);
+        if (a->agg > 1) {
+            perf_nccl(rk, "ncclGroupEnd", ncclGroupEnd());
+            rk->in_group = 0;
+            perf_busy(rk, 0);
+        }
+        if (a->blocking == 1)   /* after the group: a barrier inside would be queued */
+            perf_barrier(rk);
+    }
+}
+
+static void perf_bench(perf_rank_t *rk, const perf_case_t *pc, int in_place)
+{
+    const perf_args_t *a = &rk->job->a;
+    if (a->check)
+        perf_init_data(rk, pc, in_place, 0, 0);
+    perf_start(rk, pc, in_place, 0);
+    perf_barrier(rk);
+    int64_t t0 = perf_now_ns();
+    perf_timed_loop(rk, pc, in_place);
+    double sec = (double)(perf_now_ns() - t0) * 1e-9 / ((double)a->iters * a->agg);
+    sec = perf_time_agree(rk, sec);
+    double algbw = sec > 0 ? (double)pc->bytes / 1e9 / sec : 0;
+    double busbw = algbw * rk->job->coll->bus_factor(rk->job->nranks);
+    long long wrong = perf_check(rk, pc, in_place);
+    perf_row_half(rk, in_place, sec * 1e6, algbw, busbw, wrong);
+    rk->bw_sum += busbw;
+    rk->bw_count++;
+    rk->errors += wrong != 0;
+}
+
+/* nccl-tests' TimeTest: warm up at both ends, then the sweep, -N times. */
+static void perf_time_test(perf_rank_t *rk, const perf_type_t *t, int op)
+{
+    const perf_args_t *a = &rk->job->a;
+    const perf_coll_t *coll = rk->job->coll;
+    perf_case_t pc = { .d = { .type = t, .op = coll->uses_op ? op : ncclSum,
+                              .nranks = rk->job->nranks, .root = coll->uses_root ? a->root : -1 },
+                       .op_name = coll->uses_op ? perf_op_names[op] : "none" };
+    perf_data_init(&pc.d);
+    perf_barrier(rk);
+    for (int end = 0; end < 2; end++) {
+        perf_case_size(rk, &pc, end == 0 ? a->max_bytes : a->min_bytes);
+        for (int w = 0; w < a->warmup; w++)
+            perf_start(rk, &pc, 0, (size_t)w);
+    }
+    for (int cyc = 0; a->cycles == 0 || cyc < a->cycles; cyc++) {
+        for (size_t size = a->min_bytes, next; size <= a->max_bytes; size = next) {
+            perf_case_size(rk, &pc, size);
+            perf_row_begin(rk, &pc);
+            perf_bench(rk, &pc, 0);
+            perf_bench(rk, &pc, 1);
+            perf_row_end(rk);
+            next = a->step_factor > 1 ? (size ? size * a->step_factor : 1) : size + a->step_bytes;
+            if (next <= size)
+                break;
+        }
+    }
+}
+
+/* ---- ranks ---- */
+
+static char *perf_buf_alloc(const perf_rank_t *rk, size_t bytes)
+{
+    char *p = aligned_alloc(4096, bytes);
+    if (p == NULL) {
+        fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes of host memory: lower -e\n",
+                rk->job->coll->prog, rk->rank, bytes);
+        _exit(1);
+    }
+    memset(p, 0, bytes);   /* first touch by the rank's own thread */
+    return p;
+}
+
+static void perf_register(perf_rank_t *rk, int undo)
+{
+    char *bufs[2] = { rk->send, rk->recv };
+    for (int i = 0; i < 2; i++) {
+        if (rk->job->a.reg == 1 && !undo)
+            perf_nccl(rk, "ncclCommRegister",
+                      ncclCommRegister(rk->comm, bufs[i], rk->job->buf_bytes, &rk->reg[i]));
+        else if (rk->job->a.reg == 1)
+            perf_nccl(rk, "ncclCommDeregister", ncclCommDeregister(rk->comm, rk->reg[i]));
+        else if (rk->job->a.reg == 2 && !undo)
+            perf_nccl(rk, "ncclCommWindowRegister",
+                      ncclCommWindowRegister(rk->comm, bufs[i], rk->job->buf_bytes, &rk->win[i],
+                                             NCCL_WIN_COLL_SYMMETRIC));
+        else if (rk->job->a.reg == 2)
+            perf_nccl(rk, "ncclCommWindowDeregister",
+                      ncclCommWindowDeregister(rk->comm, rk->win[i]));
+    }
+}
+
+static void perf_run_tests(perf_rank_t *rk)
+{
+    const perf_args_t *a = &rk->job->a;
+    int op_lo = a->op < 0 ? 0 : a->op, op_hi = a->op < 0 ? PERF_NOPS - 1 : a->op;
+    int t_lo = a->type < 0 ? 0 : a->type, t_hi = a->type < 0 ? PERF_NTYPES - 1 : a->type;
+    if (!rk->job->coll->uses_op)
+        op_lo = op_hi = ncclSum;
+    for (int t = t_lo; t <= t_hi; t++)
+        for (int op = op_lo; op <= op_hi; op++)
+            perf_time_test(rk, &perf_types[t], op);
+}
+
+static void *perf_rank_main(void *arg)
+{
+    perf_rank_t *rk = arg;
+    perf_job_t *job = rk->job;
+    rk->send = perf_buf_alloc(rk, job->buf_bytes);
+    rk->recv = perf_buf_alloc(rk, job->buf_bytes);
+    rk->expected = job->a.check ? perf_buf_alloc(rk, job->buf_bytes) : NULL;
+    perf_busy(rk, 1);
+    perf_nccl(rk, "ncclCommInitRank",
+              ncclCommInitRank(&rk->comm, job->nranks, job->uid, rk->rank));
+    perf_busy(rk, 0);
+    perf_register(rk, 0);
+    perf_print_devices(rk);
+    if (rk->rank == 0)
+        perf_print_table_header(job);
+    perf_run_tests(rk);
+    perf_register(rk, 1);
+    perf_nccl(rk, "ncclCommDestroy", ncclCommDestroy(rk->comm));
+    rk->comm = NULL;
+    free(rk->send);
+    free(rk->recv);
+    free(rk->expected);
+    return NULL;
+}
+
+/* -T: a call that has not returned after the timeout ends the process with a message. */
+static void *perf_watchdog(void *arg)
+{
+    perf_job_t *job = arg;
+    const struct timespec tick = { 0, 100 * 1000 * 1000 };
+    while (!atomic_load(&job->done)) {
+        nanosleep(&tick, NULL);
+        for (int t = 0; t < job->a.nthreads; t++) {
+            int64_t since = atomic_load(&job->ranks[t].busy_since);
+            if (since == 0 || perf_now_ns() - since < (int64_t)job->a.timeout * 1000000000)
+                continue;
+            fflush(stdout);
+            fprintf(stderr, "%s: %s: Test timeout (%ds): rank %d is still inside a call; "
+                    "ending the process\n", job->coll->prog, job->host, job->a.timeout,
+                    job->ranks[t].rank);
+            _exit(1);
+        }
+    }
+    return NULL;
+}
+
+static int perf_job_run(perf_job_t *job)
+{
+    pthread_t wd;
+    int nt = job->a.nthreads;
+    for (int t = 0; t < nt; t++)
+        job->ranks[t] = (perf_rank_t){ .job = job, .rank = job->proc * nt + t, .thread = t };
+    if (job->a.timeout > 0 && pthread_create(&wd, NULL, perf_watchdog, job) != 0)
+        return -1;
+    for (int t = 1; t < nt; t++)
+        if (pthread_create(&job->ranks[t].tid, NULL, perf_rank_main, &job->ranks[t]) != 0) {
+            fprintf(stderr, "%s: cannot start the thread of rank %d\n", job->coll->prog,
+                    job->ranks[t].rank);
+            _exit(1);
+        }
+    perf_rank_main(&job->ranks[0]);
+    for (int t = 1; t < nt; t++)
+        pthread_join(job->ranks[t].tid, NULL);
+    atomic_store(&job->done, 1);
+    if (job->a.timeout > 0)
+        pthread_join(wd, NULL);
+    return 0;
+}
+
+/* ---- main ---- */
+
+static void perf_print_intro(const perf_job_t *job)
+{
+    const perf_args_t *a = &job->a;
+    int version = 0;
+    (void)ncclGetVersion(&version);
+    printf("# braid %s, nccl-tests compatible; nccl-headers=%d nccl-library=%d\n",
+           job->coll->prog, NCCL_VERSION_CODE, version);
+    printf("# Collective test starting: %s\n", job->coll->prog);
+    printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
+           "iters: %d agg iters: %d validation: %d graph: %d\n", a->nthreads, a->ngpus,
+           a->min_bytes, a->max_bytes, a->step_factor > 1 ? a->step_factor : a->step_bytes,
+           a->step_factor > 1 ? "factor" : "bytes", a->warmup, a->iters, a->agg, a->check,
+           a->graph);
+    if (a->blocking == 1)
+        printf("# Blocking Enabled: wait for completion and barrier after each collective \n");
+    printf("#\n# Using devices\n");
+}
+
+/* Everything between the flags and the threads; returns 0 or an exit status. */
+static int perf_job_setup(perf_job_t *job)
+{
+    const char *prog = job->coll->prog, *comm_id = getenv("NCCL_COMM_ID");
+    ncclResult_t res;
+    if (perf_job_env(job) != 0)
+        return 2;
+    job->nranks = job->nprocs * job->a.nthreads;
+    if (job->coll->uses_root && job->a.root >= job->nranks) {
+        fprintf(stderr, "%s: -r %d: the root must be below the rank count %d\n", prog,
+                job->a.root, job->nranks);
+        return 2;
+    }
+    if (job->nprocs > 1 && (comm_id == NULL || comm_id[0] == '\0')) {
+        fprintf(stderr, "%s: this is process %d of %d (from the launcher's environment), but "
+                "NCCL_COMM_ID is not set: set NCCL_COMM_ID=host:port in every process (rank 0 "
+                "listens there), or start the job with braidrun\n", prog, job->proc,
+                job->nprocs);
+        return 2;
+    }
+    perf_job_memory(job);
+    job->buf_bytes = (job->a.max_bytes + 4095) / 4096 * 4096 + 4096;
+    if (gethostname(job->host, sizeof(job->host) - 1) != 0)
+        strcpy(job->host, "localhost");
+    if (job->proc == 0 && job->a.json != NULL && (job->json = fopen(job->a.json, "w")) == NULL) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", prog, job->a.json, strerror(errno));
+        return 1;
+    }
+    /* with NCCL_COMM_ID every process gets the same id; without, there is one process */
+    if ((res = ncclGetUniqueId(&job->uid)) != ncclSuccess) {
+        fprintf(stderr, "%s: ncclGetUniqueId failed: %s: %s\n", prog, ncclGetErrorString(res),
+                ncclGetLastError(NULL));
+        return 1;
+    }
+    job->ranks = calloc((size_t)job->a.nthreads, sizeof(perf_rank_t));
+    return job->ranks == NULL ? 1 : 0;
+}
+
+/* nccl-tests' closing lines; NCCL_TESTS_MIN_BW makes a low average a failure. */
+static int perf_summary(const perf_job_t *job)
+{
+    const perf_rank_t *r0 = &job->ranks[0];
+    const char *min_s = getenv("NCCL_TESTS_MIN_BW");
+    double avg = r0->bw_count ? r0->bw_sum / r0->bw_count : 0, min_bw = min_s ? atof(min_s) : -1;
+    int low = min_s != NULL && avg < 0.9 * min_bw;
+    if (job->proc == 0) {
+        printf("# Out of bounds values : %d %s\n", r0->errors, r0->errors ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %g %s\n", avg, min_s == NULL ? "" : low ? "FAILED" : "OK");
+        printf("#\n# Collective test concluded: %s\n", job->coll->prog);
+    }
+    return r0->errors != 0 || low ? 1 : 0;
+}
+
+int perf_main(int argc, char **argv, const perf_coll_t *coll)
+{
+    perf_job_t job = { .coll = coll };
+    int status = 0;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (perf_args_parse(argc, argv, &job.a, &status) != 0)
+        return status;
+    if ((status = perf_job_setup(&job)) != 0)
+        return status;
+    if (job.proc == 0)
+        perf_print_intro(&job);
+    if (perf_job_run(&job) != 0) {
+        fprintf(stderr, "%s: cannot start the -T watchdog thread\n", coll->prog);
+        return 1;
+    }
+    status = perf_summary(&job);
+    if (job.json != NULL)
+        fclose(job.json);
+    free(job.ranks);
+    return status;
+}

@@ -1,0 +1,131 @@
+/*
+ * perf_common: the shared driver of braid's nccl-tests-compatible bandwidth tools
+ * (all_reduce_perf, all_gather_perf, ...). Written against the public API only
+ * (nccl.h), so the tools run unchanged on NVIDIA's NCCL or on braid.
+ *
+ * A tool describes its collective in one perf_coll_t and calls perf_main(). The driver
+ * parses the nccl-tests flags, finds its ranks (threads of this process, -t, times the
+ * processes of a launcher: RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_*), makes one
+ * communicator per rank, sweeps the sizes, times each size out of place and in place,
+ * checks the results exactly (or within a per-type tolerance where rounding is
+ * unavoidable) and prints nccl-tests' table. Buffers are host memory.
+ *
+ * The data helpers below let a tool fill its inputs and compute its expected output: the
+ * input element i of rank r is a deterministic value of (type, op, nranks, seed, r, i),
+ * chosen so that the reduction over ranks is exact in the type whenever possible.
+ */
+#ifndef BRAID_TOOLS_PERF_COMMON_H
+#define BRAID_TOOLS_PERF_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nccl.h"
+
+/* Operator index of the tools' "mulsum": ncclRedOpCreatePreMulSum per call, as nccl-tests. */
+#define PERF_OP_MULSUM ((int)ncclNumOps)
+#define PERF_NOPS 6      /* sum prod max min avg mulsum */
+#define PERF_NTYPES 12   /* every ncclDataType_t */
+
+/* One element type: name as nccl-tests spells it and how it is encoded. */
+typedef struct perf_type {
+    const char *name;
+    ncclDataType_t dt;
+    int size;        /* bytes per element */
+    int is_float;
+    int is_signed;   /* integers only */
+    int mant;        /* floats: explicit mantissa bits */
+    int exp_bits;    /* floats: exponent bits */
+    int no_inf;      /* floats: no infinity, all-ones is NaN only (fp8 e4m3) */
+} perf_type_t;
+
+/* What one collective call of a sweep works on: the type, the op and the data recipe. */
+typedef struct perf_data {
+    const perf_type_t *type;
+    int op;          /* ncclRedOp_t value below ncclNumOps, or PERF_OP_MULSUM */
+    int nranks;
+    int root;
+    uint32_t seed;   /* changes for every check, so stale results never look right */
+    /* recipe, set by perf_data_init */
+    int kind;        /* PERF_VALS_RANGE or PERF_VALS_POW2 */
+    int64_t lo, hi;  /* RANGE: integers lo..hi */
+    double tol;      /* floats: largest |got - expected| accepted; 0 means exact */
+} perf_data_t;
+
+enum { PERF_VALS_RANGE = 0, PERF_VALS_POW2 = 1 };
+
+/* Element counts of one call for `count` = size / element size (nccl-tests' getCollByteCount). */
+typedef struct perf_sizes {
+    size_t send_count;   /* elements each rank sends */
+    size_t recv_count;   /* elements each rank receives, and checks */
+    size_t param_count;  /* the count argument of the call */
+    size_t send_inplace_off; /* in place: sendbuff = recvbuff + send_inplace_off * rank */
+    size_t recv_inplace_off; /* in place: recvbuff = recvbuff + recv_inplace_off * rank */
+} perf_sizes_t;
+
+/* A collective as a tool describes it. */
+typedef struct perf_coll {
+    const char *prog;    /* "all_reduce_perf" */
+    const char *name;    /* "all_reduce": JSON field "collective" */
+    const char *call;    /* "ncclAllReduce": named in error messages */
+    int uses_op;         /* -o applies (otherwise op column prints "none") */
+    int uses_root;       /* -r applies (otherwise root column prints -1) */
+    void (*sizes)(size_t count, int nranks, perf_sizes_t *sizes_p);
+    /* busbw = algbw * bus_factor(nranks) */
+    double (*bus_factor)(int nranks);
+    /* Write this rank's input (send_count elements at `in`) and, if `expected` is not
+     * NULL, the recv_count elements this rank must receive. */
+    void (*fill)(const perf_data_t *d, const perf_sizes_t *s, int rank, void *in,
+                 void *expected);
+    /* One collective call; stream is always NULL (host buffers). `op` may be a
+     * per-communicator PreMulSum handle. */
+    ncclResult_t (*run)(const void *send, void *recv, size_t count, ncclDataType_t dt,
+                        ncclRedOp_t op, int root, ncclComm_t comm);
+} perf_coll_t;
+
+/* Parse argv, run the sweep, print; returns the process exit status. */
+int perf_main(int argc, char **argv, const perf_coll_t *coll);
+
+/* ---- data helpers for fill() ---- */
+
+/* Input element `index` of `rank`, as a double (exactly a value of the type). */
+double perf_data_value(const perf_data_t *d, int rank, size_t index);
+
+/* buf[j] = input element (first + j) of rank, for j < count. */
+void perf_data_fill(const perf_data_t *d, int rank, void *buf, size_t first, size_t count);
+
+/* buf[j] = reduction over all ranks of input element (first + j), with the op's
+ * semantics (avg: sum / nranks; mulsum: each rank's input times perf_data_scalar). */
+void perf_data_reduce(const perf_data_t *d, void *buf, size_t first, size_t count);
+
+/* The premultiplier of `rank` for mulsum (1 or 2). */
+double perf_data_scalar(int rank);
+
+/* Number of elements of `got` that differ from `expected` (beyond d->tol for floats). */
+size_t perf_data_check(const perf_data_t *d, const void *got, const void *expected,
+                       size_t count);
+
+/* Encode/decode one element (exposed for the self-test). */
+void perf_type_store(const perf_type_t *t, void *buf, size_t i, double v);
+double perf_type_load(const perf_type_t *t, const void *buf, size_t i);
+
+/* Every type, in ncclDataType_t order, and every op name (index = op). */
+extern const perf_type_t perf_types[PERF_NTYPES];
+extern const char *const perf_op_names[PERF_NOPS];
+
+/* The type called `name` (nccl-tests spelling, or an alias), or NULL. */
+const perf_type_t *perf_type_find(const char *name);
+
+/* The op index called `name` ("premulsum" is "mulsum"), or -2. */
+int perf_op_find(const char *name);
+
+/* Check the encoders and the check itself (no communicator): exact reductions in any
+ * order compare equal, a dropped contribution or a changed element does not. Prints
+ * failures to `out`; returns their number. */
+int perf_data_selftest(FILE *out);
+
+/* Choose the value recipe and tolerance of d (type, op and nranks set). */
+void perf_data_init(perf_data_t *d);
+
+#endif /* BRAID_TOOLS_PERF_COMMON_H */
