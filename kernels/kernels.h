@@ -4,12 +4,18 @@
  * Datatypes and ops use NCCL's numbering so that src/api/ can pass them through. Half,
  * bfloat16 and fp8 values are widened to fp32, combined in fp32 and rounded back to nearest
  * even (NaN stays NaN; fp16 and bf16 overflow to inf; fp8 e4m3 and e5m2 saturate to their
- * largest finite value, +-448 and +-57344, as CUDA's fp8 conversions that NCCL uses do). fp32 combines in fp32, fp64 in fp64,
- * integers in their own type with wrap-around. Kernels never contract a*b+c into an FMA, so
- * every ISA variant gives bit-identical results.
+ * largest finite value, +-448 and +-57344, as CUDA's fp8 conversions that NCCL uses do).
+ * fp32 combines in fp32, fp64 in fp64, integers in their own type with wrap-around. Kernels
+ * never contract a*b+c into an FMA and fix which NaN comes out of an operation on two NaNs,
+ * so every ISA variant gives bit-identical results.
+ *
+ * MAX and MIN on floats follow NCCL's GPU kernels (fmaxf/fminf, __hmax/__hmin): a NaN loses
+ * against a number and the result is NaN only when both operands are; -0 counts as less than
+ * +0. Pointers must be aligned to their element size (any alignment for braid_kern_copy).
  *
  * The variants (avx512, avx2, generic) are the same C source compiled three times; the one
- * used is picked at first call from the CPU's features, or forced by BRAID_CPU_ISA.
+ * used is picked at first call from the CPU's features, or forced by BRAID_CPU_ISA (auto,
+ * avx512, avx2, generic; a value the CPU cannot run is reported and ignored).
  */
 #ifndef BRAID_KERNELS_H
 #define BRAID_KERNELS_H
@@ -59,21 +65,26 @@ int braid_dtype_is_float(braid_dtype_t dt);          /* fp16, bf16, fp8, fp32, f
 /*
  * dst[i] = a[i] OP (premul ? premul * b[i] : b[i]) for i < count.
  * `a` is a peer's already-combined partial (never pre-multiplied here), `b` is this rank's
- * own contribution. dst may alias a or b (exactly, not partially).
+ * own contribution. premul * b[i] is rounded to dt before it is combined, so the result equals
+ * braid_kern_scale() of b followed by a plain reduce, bit for bit. dst may alias a or b
+ * (exactly, not partially). An invalid dt or op, or count 0, does nothing.
  */
 void braid_kern_reduce(braid_dtype_t dt, braid_opkind_t op, void *dst, const void *a,
                        const void *b, size_t count, const braid_scalar_t *premul);
 
-/* dst[i] = premul * src[i] (rounded to dt). dst may alias src. */
+/* dst[i] = premul * src[i] (rounded to dt; fp32 and narrower floats multiply by (float)f,
+ * integers wrap). premul NULL copies. dst may alias src. */
 void braid_kern_scale(braid_dtype_t dt, void *dst, const void *src, size_t count,
                       const braid_scalar_t *premul);
 
 /* dst[i] = src[i] / divisor, integer types only (ncclAvg on integers: sum, then divide,
- * truncating toward zero). dst may alias src. */
+ * truncating toward zero). dst may alias src. A divisor of 0 counts as 1; float types are
+ * left untouched. */
 void braid_kern_divide(braid_dtype_t dt, void *dst, const void *src, size_t count,
                        uint64_t divisor);
 
-/* memcpy with non-overlap; large copies may use non-temporal stores. */
+/* memcpy (no overlap); copies from 1 MiB up to 64 MiB use non-temporal stores in the
+ * avx2/avx512 variants, so the destination is not in this core's cache afterwards. */
 void braid_kern_copy(void *dst, const void *src, size_t bytes);
 
 /* Scalar conversions, exposed for tests and for ncclRedOpCreatePreMulSum. */

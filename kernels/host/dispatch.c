@@ -17,10 +17,13 @@
 #include "core/param.h"
 
 /*
- * Copies from this size up go through the variant's streaming copy. Below it, or for the
- * generic variant, memcpy (which also streams, past a fraction of the last-level cache).
+ * Copies in [COPY_NT_MIN, COPY_NT_MAX) go through the variant's streaming copy; others, and
+ * all copies in the generic variant, through memcpy. Measured on a Sapphire Rapids VM: the
+ * streaming copy beats glibc's memcpy by 1.3-1.7x from 2 to 32 MiB, and loses by ~20% at
+ * 128 MiB, where glibc streams too, with a better (page-interleaved) loop.
  */
-#define BRAID_KERN_COPY_LARGE (1u << 20)
+#define BRAID_KERN_COPY_NT_MIN ((size_t)1 << 20)
+#define BRAID_KERN_COPY_NT_MAX ((size_t)64 << 20)
 
 typedef struct kern_variant {
     const char *name;
@@ -169,7 +172,7 @@ void braid_kern_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return;
-    if (bytes < BRAID_KERN_COPY_LARGE)
+    if (bytes < BRAID_KERN_COPY_NT_MIN || bytes >= BRAID_KERN_COPY_NT_MAX)
         memcpy(dst, src, bytes);
     else
         kern_table()->copy_large(dst, src, bytes);

@@ -3,7 +3,12 @@
  *
  * This file is compiled once per ISA variant, with BRAID_KERN_SUFFIX naming the variant and
  * the matching -m flags, always with -ffp-contract=off (no FMA contraction, so that every
- * variant computes the same bits); each compilation exports braid_kern_table_<suffix>.
+ * variant computes the same bits); each compilation exports braid_kern_table_<suffix>:
+ *     -DBRAID_KERN_SUFFIX=avx512 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mf16c
+ *     -DBRAID_KERN_SUFFIX=avx2 -mavx2 -mf16c -mfma
+ *     -DBRAID_KERN_SUFFIX=generic
+ * Build it with -O3 (or -O2 -fvect-cost-model=dynamic): GCC 12's -O2 cost model vectorises
+ * none of these loops. dispatch.c checks for exactly these extensions before using a table.
  *
  * Per element, with LOAD widening to the accumulation type A and STORE rounding back:
  *     reduce:  dst = STORE(OP(LOAD(a), LOAD(b)))                       (no premul)

@@ -23,7 +23,7 @@ typedef struct braid_kern_table {
     braid_kern_reduce_fn_t reduce[BRAID_NUM_DTYPES][BRAID_NUM_OPS];
     braid_kern_scale_fn_t scale[BRAID_NUM_DTYPES];
     braid_kern_divide_fn_t divide[BRAID_NUM_DTYPES];   /* NULL for float types */
-    braid_kern_copy_fn_t copy_large;                   /* any size and alignment */
+    braid_kern_copy_fn_t copy_large;                   /* streaming; any size, alignment */
 } braid_kern_table_t;
 
 extern const braid_kern_table_t braid_kern_table_avx512;

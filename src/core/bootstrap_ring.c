@@ -11,8 +11,10 @@
  * stream (prev_fd, read by rank-1 on its next_fd) carries only FAIL notices. The rank that
  * first sees a neighbour fail sends a notice naming it both ways (not to the failed rank);
  * a rank that receives one passes it on in the direction it travelled and reports the rank
- * it names. So every rank names the rank that died, not a neighbour that only gave up first,
- * and a rank that was not waiting learns it at its next call.
+ * it names. Forward notices arrive in the data stream; backward ones are read at the start of
+ * each call and when a transfer fails (a rank whose step can still complete completes it).
+ * So every rank names the rank that died, not a neighbour that only gave up first, and a
+ * rank that was not waiting learns it at its next call.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -183,14 +185,6 @@ static braid_status_t ring_frame_check(braid_bootstrap_t *bs, ring_xfer_t *sx,
     return BRAID_OK;
 }
 
-static void ring_step_pollfds(const braid_bootstrap_t *bs, const ring_xfer_t *sx,
-                              const ring_xfer_t *rx, struct pollfd *pfd)
-{
-    pfd[0] = (struct pollfd){ .fd = ring_xfer_done(sx) ? -1 : sx->fd, .events = POLLOUT };
-    pfd[1] = (struct pollfd){ .fd = ring_xfer_done(rx) ? -1 : rx->fd, .events = POLLIN };
-    pfd[2] = (struct pollfd){ .fd = bs->next_gone ? -1 : bs->next_fd, .events = POLLIN };
-}
-
 /* One ring step: send `sbuf` to rank+1 while receiving rank-1's block into rbuf. */
 static braid_status_t ring_step(braid_bootstrap_t *bs, const void *sbuf, void *rbuf, size_t len,
                                 int64_t deadline, const char *what)
@@ -200,7 +194,7 @@ static braid_status_t ring_step(braid_bootstrap_t *bs, const void *sbuf, void *r
     ring_xfer_t rx = { bs->prev_fd, &rhdr, sizeof(rhdr), rbuf, len, 0 };
     int checked = 0;
     for (;;) {
-        struct pollfd pfd[3];
+        struct pollfd pfd[2];
         braid_status_t st = ring_xfer_send(&sx);
         if (st < 0)
             return ring_step_fail(bs, &sx, st, 1, what);
@@ -214,12 +208,11 @@ static braid_status_t ring_step(braid_bootstrap_t *bs, const void *sbuf, void *r
         }
         if (ring_xfer_done(&sx) && ring_xfer_done(&rx))
             return BRAID_OK;
-        ring_step_pollfds(bs, &sx, &rx, pfd);
-        st = braid_socket_wait(pfd, 3, deadline, 0, bs->abort_fd);
+        pfd[0] = (struct pollfd){ .fd = ring_xfer_done(&sx) ? -1 : sx.fd, .events = POLLOUT };
+        pfd[1] = (struct pollfd){ .fd = ring_xfer_done(&rx) ? -1 : rx.fd, .events = POLLIN };
+        st = braid_socket_wait(pfd, 2, deadline, 0, bs->abort_fd);
         if (st < 0)   /* a timeout while only sending means rank+1 stopped reading */
             return ring_step_fail(bs, &sx, st, st == BRAID_ERR_TIMEOUT && pfd[1].fd < 0, what);
-        if (pfd[2].revents != 0)
-            BRAID_CHECK(ring_back_poll(bs, &sx, what));
     }
 }
 

@@ -149,14 +149,26 @@ static void peer_info_fill(braid_peer_info_t *me, int cudev)
     snprintf(me->hostname, sizeof(me->hostname), "%s", braid_host_name());
 }
 
+/* Create the bootstrap handle first and publish it, so that an abort from another thread
+ * can interrupt the join (nonblocking and grouped inits run on their own thread). */
 static braid_status_t comm_bootstrap(braid_comm_t *comm, const braid_comm_init_args_t *a)
 {
     braid_peer_info_t me;
-    if (a->parent != NULL)
-        return braid_bootstrap_split(a->parent->bs, a->rank, a->nranks, a->members, a->tag,
-                                     &comm->bs);
-    peer_info_fill(&me, a->cudev);
-    return braid_bootstrap_init(&a->uid, a->rank, a->nranks, &me, sizeof(me), &comm->bs);
+    braid_bootstrap_t *bs;
+    if (a->parent != NULL) {
+        BRAID_CHECK(braid_bootstrap_split_create(a->parent->bs, a->rank, a->nranks, a->members,
+                                                 a->tag, &bs));
+    } else {
+        peer_info_fill(&me, a->cudev);
+        BRAID_CHECK(braid_bootstrap_create(&a->uid, a->rank, a->nranks, &me, sizeof(me), &bs));
+    }
+    pthread_mutex_lock(&comm->lock);
+    comm->bs = bs;
+    int aborted = atomic_load(&comm->state) == BRAID_COMM_ABORTED;
+    pthread_mutex_unlock(&comm->lock);
+    if (aborted)
+        return braid_err(BRAID_ERR_ABORTED, "init of rank %d aborted", a->rank);
+    return braid_bootstrap_join(bs);
 }
 
 static braid_status_t comm_tables(braid_comm_t *comm)
@@ -217,7 +229,9 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
 static braid_status_t comm_init_run(braid_comm_t *comm, const braid_comm_init_args_t *a)
 {
     braid_status_t st = comm_init_body(comm, a);
-    atomic_store(&comm->state, st == BRAID_OK ? BRAID_COMM_READY : BRAID_COMM_ERROR);
+    int s = BRAID_COMM_INITIALIZING;   /* an abort meanwhile keeps ABORTED */
+    atomic_compare_exchange_strong(&comm->state, &s,
+                                   st == BRAID_OK ? BRAID_COMM_READY : BRAID_COMM_ERROR);
     atomic_store(&comm->async_status, st);
     return st;
 }

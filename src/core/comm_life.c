@@ -166,8 +166,10 @@ void braid_comm_free(braid_comm_t *comm, int abort)
         braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
         if (ctrl != NULL)
             atomic_store(&ctrl->state, BRAID_COMM_ABORTED);
+        pthread_mutex_lock(&comm->lock);   /* an init thread may be publishing bs */
         if (comm->bs != NULL)
             braid_bootstrap_abort(comm->bs);
+        pthread_mutex_unlock(&comm->lock);
     }
     braid_comm_wait_init(comm);
     /* callers inside a call on another thread leave at their next check */
