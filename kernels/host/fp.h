@@ -2,9 +2,10 @@
  * Scalar conversions between fp32 and the narrow float formats, and NaN-aware max/min.
  *
  * Everything here is branch-free integer arithmetic plus selects, so that a loop calling
- * these functions vectorises with plain SSE2/AVX2/AVX-512 integer instructions; no function
- * relies on subnormal fp32 arithmetic, so results do not change when a caller has set
- * FTZ/DAZ. Rounding is to nearest, ties to even, and assumes the default rounding mode.
+ * these functions vectorises with plain SSE2/AVX2/AVX-512 integer instructions. No result
+ * depends on subnormal fp32 arithmetic (the only fp32 subnormal ever added is one whose
+ * correct rounding is 0 anyway), so results do not change when a caller has set FTZ/DAZ.
+ * Rounding is to nearest, ties to even, and assumes the default rounding mode.
  *
  *   format  bias  largest finite  overflow           NaN in          NaN out (from fp32)
  *   fp16     15   65504           inf                0x7c01..0x7fff  s|0x7e00|top 10 bits

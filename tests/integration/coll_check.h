@@ -75,6 +75,11 @@ typedef struct cc_case {
 } cc_case_t;
 
 /* ---- datatypes and values (coll_util.c) ---- */
+
+/* Values repeat with this (prime) period in the element index, so that large buffers are
+ * filled and checked at the cost of one period; a block misplaced by a multiple of a prime
+ * number of elements is not a plausible bug. */
+#define CC_PERIOD ((size_t)65521)
 void cc_encode(int type, double v, void *dst);
 double cc_decode(int type, const void *src);
 /* Encode the family's value of (rank, idx) for elements [0, n) of buf. */
@@ -83,6 +88,8 @@ double cc_value(int type, cc_val_t fam, int nranks, int rank, size_t idx, uint32
 void cc_fill(int type, cc_val_t fam, int nranks, int rank, uint32_t salt, double scalar,
              void *buf, size_t n);
 uint64_t cc_hash(const void *buf, size_t bytes);
+/* Replicate buf[0, have) until buf[0, total) is filled (bytes). */
+void cc_repeat(void *buf, size_t have, size_t total);
 uint64_t cc_rng(uint64_t *state);
 
 /* ---- buffers with guards (coll_util.c) ---- */

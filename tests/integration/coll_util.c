@@ -157,15 +157,14 @@ uint64_t cc_rng(uint64_t *state)
     return mix(*state);
 }
 
-/* An integer uniformly in [-r, r] (signed types) or [0, r]. */
+/* An integer in [-r, r] (signed types) or [0, r], from the high bits of h (no division). */
 static double pick(const cc_type_t *t, uint64_t h, double r)
 {
     if (r < 1)
         return 0;
-    uint64_t span = (uint64_t)r;
-    if (!t->is_signed)
-        return (double)(h % (span + 1));
-    return (double)(int64_t)(h % (2 * span + 1)) - (double)span;
+    uint64_t span = (uint64_t)r, range = t->is_signed ? 2 * span + 1 : span + 1;
+    uint64_t v = (uint64_t)(((unsigned __int128)h * range) >> 64);
+    return t->is_signed ? (double)(int64_t)v - (double)span : (double)v;
 }
 
 static double prod_value(const cc_type_t *t, int nranks, int rank, size_t idx, uint64_t h)
@@ -186,6 +185,7 @@ double cc_value(int type, cc_val_t fam, int nranks, int rank, size_t idx, uint32
                 double scalar)
 {
     const cc_type_t *t = &cc_types[type];
+    idx %= CC_PERIOD;
     uint64_t h = mix(((uint64_t)salt << 40) ^ ((uint64_t)(unsigned)rank << 32) ^ idx ^
                      0x5851f42d4c957f2dull);
     double n = nranks, s = fabs(scalar);
@@ -210,9 +210,19 @@ double cc_value(int type, cc_val_t fam, int nranks, int rank, size_t idx, uint32
 void cc_fill(int type, cc_val_t fam, int nranks, int rank, uint32_t salt, double scalar,
              void *buf, size_t n)
 {
-    size_t es = cc_types[type].size;
-    for (size_t i = 0; i < n; i++)
+    size_t es = cc_types[type].size, first = n < CC_PERIOD ? n : CC_PERIOD;
+    for (size_t i = 0; i < first; i++)
         cc_encode(type, cc_value(type, fam, nranks, rank, i, salt, scalar), (char *)buf + i * es);
+    cc_repeat(buf, first * es, n * es);
+}
+
+void cc_repeat(void *buf, size_t have, size_t total)
+{
+    while (have > 0 && have < total) {
+        size_t chunk = have < total - have ? have : total - have;
+        memcpy((char *)buf + have, buf, chunk);
+        have += chunk;
+    }
 }
 
 uint64_t cc_hash(const void *buf, size_t bytes)
