@@ -8,6 +8,7 @@
 
 #include "api/api.h"
 #include "core/enqueue.h"
+#include "device/device.h"
 #include "rccl/rccl.h"
 
 /* Which buffers a call needs on this rank: bit 0 send, bit 1 recv. */
@@ -105,12 +106,25 @@ static braid_status_t check_shape(const braid_comm_t *comm, coll_args_t *a)
     }
 }
 
+static braid_status_t check_host(const braid_comm_t *comm, const coll_args_t *a)
+{
+    if (!comm->check_host_ptrs || a->call.count == 0)
+        return BRAID_OK;
+    if (a->need & NEED_SEND)
+        BRAID_CHECK(braid_device_check_host(a->call.sendbuf, a->what, "sendbuff"));
+    if (a->need & NEED_RECV)
+        BRAID_CHECK(braid_device_check_host(a->call.recvbuf, a->what, "recvbuff"));
+    return BRAID_OK;
+}
+
 static braid_status_t coll_run(braid_comm_t *comm, coll_args_t *a)
 {
     BRAID_CHECK(braid_comm_enter(comm, a->what, 1));
     braid_status_t st = check_args(comm, a);
     if (st >= 0)
         st = check_shape(comm, a);
+    if (st >= 0)
+        st = check_host(comm, a);
     if (st >= 0 && a->call.count != 0)
         st = braid_enqueue(comm, &a->call);
     braid_comm_leave(comm);
@@ -292,6 +306,10 @@ static braid_status_t alltoallv(const void *sbuf, const size_t *scounts, const s
         st = check_v_side(comm, what, "send", sbuf, scounts, sdispls, es, &ns);
     if (st == BRAID_OK)
         st = check_v_side(comm, what, "recv", rbuf, rcounts, rdispls, es, &nr);
+    if (st == BRAID_OK && comm->check_host_ptrs && ns > 0)
+        st = braid_device_check_host(sbuf, what, "sendbuff");
+    if (st == BRAID_OK && comm->check_host_ptrs && nr > 0)
+        st = braid_device_check_host(rbuf, what, "recvbuff");
     if (st == BRAID_OK) {
         braid_call_t call = { .kind = BRAID_COLL_ALLTOALLV, .sendbuf = sbuf, .recvbuf = rbuf,
                               .count = ns + nr, .dtype = (braid_dtype_t)dt, .op = -1,

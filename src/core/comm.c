@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "core/proc.h"
+#include "device/device.h"
 #include "topo/host.h"
 #include "transports/shm/shm.h"
 
@@ -211,6 +212,7 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     comm->rank = a->rank;
     comm->nranks = a->nranks;
     comm->cudev = a->cudev;
+    comm->check_host_ptrs = braid_device_check_wanted();
     braid_log_set_rank(a->rank);
     braid_log_version_once();
     BRAID_CHECK(comm_bootstrap(comm, a));

@@ -77,6 +77,7 @@ struct ncclComm {
     uint64_t *p2p_recv_seq;            /* [nranks] receives issued from each peer */
     uint8_t *pid_visible;              /* [nranks] peer's pid can be watched via /proc */
     uint64_t child_count;              /* splits and shrinks made from this comm */
+    int check_host_ptrs;               /* check buffers are CPU-readable (device/device.h) */
     braid_premul_t *premuls;           /* ncclRedOpCreatePreMulSum handles */
     int npremuls;
 

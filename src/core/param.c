@@ -57,10 +57,8 @@ static const param_entry_t param_table[] = {
         "directory where shared-memory segments are created"),
     [BRAID_P_CPU_ISA] = P_STR("CPU_ISA", NULL, "auto",
         "host kernel variant: auto, avx512, avx2 or generic"),
-    [BRAID_P_ALGO] = P_STR("ALGO", "NCCL_ALGO", "",
-        "algorithms allowed (NCCL syntax, e.g. ring,tree or ^tree); unset: tuner"),
-    [BRAID_P_PROTO] = P_STR("PROTO", "NCCL_PROTO", "",
-        "protocols allowed (NCCL syntax); unset: tuner"),
+    [BRAID_P_HOST_PTR_CHECK] = P_STR("HOST_PTR_CHECK", NULL, "auto",
+        "check that buffers are host memory: auto (when a GPU runtime is loaded), 1, 0"),
     [BRAID_P_CHECK_PEERS_MS] = P_INT("CHECK_PEERS_MS", NULL, "100", 1, 3600000,
         "milliseconds between liveness checks of peers while waiting"),
 };

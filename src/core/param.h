@@ -33,8 +33,7 @@ typedef enum {
     BRAID_P_SHM_NSLOTS,         /* slots per FIFO (>= 2) */
     BRAID_P_SHM_DIR,            /* where segments are created (default /dev/shm) */
     BRAID_P_CPU_ISA,            /* force the host kernel variant: auto, avx512, avx2, generic */
-    BRAID_P_ALGO,               /* NCCL_ALGO */
-    BRAID_P_PROTO,              /* NCCL_PROTO */
+    BRAID_P_HOST_PTR_CHECK,     /* auto/1/0: reject buffers the CPU cannot read */
     BRAID_P_CHECK_PEERS_MS,     /* how often a waiting rank checks its peers are alive */
     BRAID_P_COUNT
 } braid_param_id_t;

@@ -176,7 +176,7 @@ static void test_table_defaults(void **state)
     }
     assert_null(braid_param_desc(BRAID_P_COUNT));
     assert_string_equal(braid_param_desc(BRAID_P_DEBUG)->alias, "NCCL_DEBUG");
-    assert_string_equal(braid_param_desc(BRAID_P_PROTO)->alias, "NCCL_PROTO");
+    assert_string_equal(braid_param_desc(BRAID_P_HOSTID)->alias, "NCCL_HOSTID");
     assert_null(braid_param_desc(BRAID_P_TIMEOUT)->alias);
     assert_null(braid_param_desc(BRAID_P_CPU_ISA)->alias);
     assert_true(braid_param_int(BRAID_P_TIMEOUT) == 1800);
@@ -193,21 +193,21 @@ static void test_table_defaults(void **state)
 static void test_precedence(void **state)
 {
     (void)state;
-    setenv("NCCL_ALGO", "ring", 1);
+    setenv("NCCL_HOSTID", "node-a", 1);
     braid_param_reload();
-    assert_string_equal(braid_param_str(BRAID_P_ALGO), "ring");
-    assert_int_equal(braid_param_source(BRAID_P_ALGO), BRAID_PARAM_SRC_NCCL_ENV);
-    setenv("BRAID_ALGO", "tree", 1);
+    assert_string_equal(braid_param_str(BRAID_P_HOSTID), "node-a");
+    assert_int_equal(braid_param_source(BRAID_P_HOSTID), BRAID_PARAM_SRC_NCCL_ENV);
+    setenv("BRAID_HOSTID", "node-b", 1);
     braid_param_reload();
-    assert_string_equal(braid_param_str(BRAID_P_ALGO), "tree");
-    assert_int_equal(braid_param_source(BRAID_P_ALGO), BRAID_PARAM_SRC_BRAID_ENV);
-    setenv("BRAID_ALGO", "", 1);  /* empty counts as unset */
+    assert_string_equal(braid_param_str(BRAID_P_HOSTID), "node-b");
+    assert_int_equal(braid_param_source(BRAID_P_HOSTID), BRAID_PARAM_SRC_BRAID_ENV);
+    setenv("BRAID_HOSTID", "", 1);  /* empty counts as unset */
     braid_param_reload();
-    assert_string_equal(braid_param_str(BRAID_P_ALGO), "ring");
-    unsetenv("NCCL_ALGO");
+    assert_string_equal(braid_param_str(BRAID_P_HOSTID), "node-a");
+    unsetenv("NCCL_HOSTID");
     braid_param_reload();
-    assert_string_equal(braid_param_str(BRAID_P_ALGO), "");
-    assert_int_equal(braid_param_source(BRAID_P_ALGO), BRAID_PARAM_SRC_DEFAULT);
+    assert_string_equal(braid_param_str(BRAID_P_HOSTID), "");
+    assert_int_equal(braid_param_source(BRAID_P_HOSTID), BRAID_PARAM_SRC_DEFAULT);
 
     setenv("NCCL_TIMEOUT", "5", 1);  /* TIMEOUT has no NCCL spelling */
     braid_param_reload();
