@@ -9,6 +9,8 @@
 #   NVIDIA_NCCL_INCLUDE  directory of NVIDIA's nccl.h (default /usr/local/cuda/include;
 #                        it also needs cuda_runtime.h, which NVIDIA's nccl.h includes)
 #   NVIDIA_NCCL_LIBDIR   directory of NVIDIA's libnccl.so.2 (default /usr/local/cuda/lib)
+#   BRAID_TEST_PRELOAD   libraries to LD_PRELOAD into the client (the sanitizer runtime when
+#                        braid is built with --enable-sanitizers)
 #
 # Steps: compile and link the client exactly as a user of NVIDIA's NCCL would (-lnccl, no
 # rpath), check that it NEEDS libnccl.so.2, check that with LD_LIBRARY_PATH=BRAID_LIBDIR
@@ -71,7 +73,8 @@ if command -v ldd >/dev/null 2>&1; then
     esac
 fi
 
-"$exe" >"$tmp/out" 2>&1
+# A sanitizer build of braid needs its runtime first in an uninstrumented client.
+LD_PRELOAD="${BRAID_TEST_PRELOAD:-}${LD_PRELOAD:+ $LD_PRELOAD}" "$exe" >"$tmp/out" 2>&1
 rc=$?
 cat "$tmp/out"
 [ "$rc" -eq 0 ] || fail "abi_client exited with status $rc"

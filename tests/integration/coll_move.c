@@ -38,11 +38,21 @@ static double val(const mv_prep_t *p, int rank, size_t idx)
     return cc_value(p->c.type, CC_VAL_ANY, p->w->nranks, rank, idx, p->salt, 1);
 }
 
+/* Values of rank's elements idx0 .. idx0+n-1: one period computed, the rest repeated. */
+static void vals(const mv_prep_t *p, int rank, size_t idx0, size_t n, double *out)
+{
+    size_t first = n < CC_PERIOD ? n : CC_PERIOD;
+    for (size_t i = 0; i < first; i++)
+        out[i] = val(p, rank, idx0 + i);
+    cc_repeat(out, first * sizeof(double), n * sizeof(double));
+}
+
 static void fill_from(const mv_prep_t *p, int rank, void *dst, size_t idx0, size_t n)
 {
-    size_t es = cc_types[p->c.type].size;
-    for (size_t i = 0; i < n; i++)
+    size_t es = cc_types[p->c.type].size, first = n < CC_PERIOD ? n : CC_PERIOD;
+    for (size_t i = 0; i < first; i++)
         cc_encode(p->c.type, val(p, rank, idx0 + i), (char *)dst + i * es);
+    cc_repeat(dst, first * es, n * es);
 }
 
 /* A buffer whose contents are garbage that must be overwritten (or left alone). */
@@ -88,9 +98,7 @@ static void setup_bcast(mv_prep_t *p, int rank, mv_rank_t *m)
     } else {
         m->sp = NULL;   /* only the root's sendbuff is read */
     }
-    double *e = expect_new(m, c->count);
-    for (size_t i = 0; i < c->count; i++)
-        e[i] = val(p, c->root, i);
+    vals(p, c->root, 0, c->count, expect_new(m, c->count));
 }
 
 static void setup_allgather(mv_prep_t *p, int rank, mv_rank_t *m)
@@ -108,8 +116,7 @@ static void setup_allgather(mv_prep_t *p, int rank, mv_rank_t *m)
     }
     double *e = expect_new(m, c->count * n);
     for (size_t q = 0; q < n; q++)
-        for (size_t i = 0; i < c->count; i++)
-            e[q * c->count + i] = val(p, (int)q, i);
+        vals(p, (int)q, 0, c->count, e + q * c->count);
 }
 
 /* Block for peer d of rank s's send buffer holds s's elements d*count + i. */
@@ -128,8 +135,7 @@ static void setup_alltoall(mv_prep_t *p, int rank, mv_rank_t *m)
     }
     double *e = expect_new(m, tot);
     for (size_t q = 0; q < n; q++)
-        for (size_t i = 0; i < c->count; i++)
-            e[q * c->count + i] = val(p, (int)q, (size_t)rank * c->count + i);
+        vals(p, (int)q, (size_t)rank * c->count, c->count, e + q * c->count);
 }
 
 /* AllToAllv: rank s sends vcount(s, d) elements to d; zero for some pairs. */
@@ -194,8 +200,7 @@ static void setup_gather(mv_prep_t *p, int rank, mv_rank_t *m)
         return;   /* recvbuff stays NULL: NCCL does not use it */
     double *e = expect_new(m, c->count * n);
     for (size_t q = 0; q < n; q++)
-        for (size_t i = 0; i < c->count; i++)
-            e[q * c->count + i] = val(p, (int)q, i);
+        vals(p, (int)q, 0, c->count, e + q * c->count);
 }
 
 static void setup_scatter(mv_prep_t *p, int rank, mv_rank_t *m)
@@ -212,9 +217,7 @@ static void setup_scatter(mv_prep_t *p, int rank, mv_rank_t *m)
         m->rp = (char *)m->send.data + (size_t)rank * c->count * es;
     else
         m->rp = buf_new(p, &m->recv, c->count);
-    double *e = expect_new(m, c->count);
-    for (size_t i = 0; i < c->count; i++)
-        e[i] = val(p, c->root, (size_t)rank * c->count + i);
+    vals(p, c->root, (size_t)rank * c->count, c->count, expect_new(m, c->count));
 }
 
 /* Ring: send to rank+1, receive from rank-1, in one group. */
@@ -226,9 +229,7 @@ static void setup_ring(mv_prep_t *p, int rank, mv_rank_t *m)
     fill_from(p, rank, m->send.data, 0, c->count);
     save_input(m, m->sp, c->count * cc_types[c->type].size);
     m->rp = buf_new(p, &m->recv, c->count);
-    double *e = expect_new(m, c->count);
-    for (size_t i = 0; i < c->count; i++)
-        e[i] = val(p, (rank + n - 1) % n, i);
+    vals(p, (rank + n - 1) % n, 0, c->count, expect_new(m, c->count));
 }
 
 /* ---- issue and check ----------------------------------------------------------------- */

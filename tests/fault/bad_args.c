@@ -1,0 +1,419 @@
+/*
+ * bad_args: every entry point, fed each class of bad argument, must return
+ * ncclInvalidArgument or ncclInvalidUsage, set a last error (ncclGetLastError) that names the
+ * argument and its value, leave output buffers and output parameters untouched, and leave
+ * the communicator working (a correct all-reduce follows every bad collective call).
+ *
+ * One process: two ranks from ncclCommInitAll (driven by this thread with groups), a second
+ * such pair, and communicators already destroyed or aborted.
+ *
+ * Classes: NULL where data is needed; datatype, op, root, peer out of range; a count whose
+ * byte size overflows; a PreMulSum op of another communicator or datatype; a destroyed or
+ * aborted communicator; ncclGroupEnd without ncclGroupStart; bad config magic or fields;
+ * nranks 0; rank out of range; a bad unique id; and a bad call inside a group.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault_util.h"
+#include "rccl/rccl.h"
+
+#define NOUT 64
+#define CANARY 0xcd
+
+static ncclComm_t A[2], B[2], dead, aborted;
+static int32_t in[NOUT], out[NOUT];
+static int checks;
+
+static char primed[1024];
+
+static const char *primer(void)
+{
+    /* a known last error, so that a stale text is not mistaken for the new one */
+    ncclRedOpDestroy(ncclSum, NULL);
+    snprintf(primed, sizeof(primed), "%s", ncclGetLastError(NULL));
+    return primed;
+}
+
+static int out_intact(void)
+{
+    for (size_t i = 0; i < sizeof(out); i++)
+        if (((unsigned char *)out)[i] != CANARY)
+            return 0;
+    return 1;
+}
+
+/* The comm pair A still works: a grouped all-reduce with a known result. */
+static void comm_works(const char *after)
+{
+    int32_t x[2] = { 3, 4 }, y[2] = { 0, 0 };
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; i < 2 && r == ncclSuccess; i++)
+        r = ncclAllReduce(&x[i], &y[i], 1, ncclInt32, ncclSum, A[i], NULL);
+    ncclResult_t re = ncclGroupEnd();
+    if (r != ncclSuccess || re != ncclSuccess || y[0] != 7 || y[1] != 7)
+        ft_fail("after %s: the communicator no longer works (%d/%d, got %d %d): %s", after,
+                (int)r, (int)re, y[0], y[1], ncclGetLastError(NULL));
+    for (int i = 0; i < 2; i++) {
+        ncclResult_t as = ncclInternalError;
+        if (ncclCommGetAsyncError(A[i], &as) != ncclSuccess || as != ncclSuccess)
+            ft_fail("after %s: comm %d reports async error %d", after, i, (int)as);
+    }
+}
+
+static void expect_bad(const char *what, ncclResult_t r, const char *sub1, const char *sub2,
+                       const char *prime)
+{
+    const char *err = ncclGetLastError(NULL);
+    checks++;
+    if (r != ncclInvalidArgument && r != ncclInvalidUsage)
+        ft_fail("%s: returned %d (%s), expected ncclInvalidArgument or ncclInvalidUsage", what,
+                (int)r, ncclGetErrorString(r));
+    else if (strcmp(err, prime) == 0)
+        ft_fail("%s: no last error was set", what);
+    else if ((sub1 && strstr(err, sub1) == NULL) || (sub2 && strstr(err, sub2) == NULL))
+        ft_fail("%s: last error '%s' does not name '%s'%s%s", what, err, sub1,
+                sub2 ? " and " : "", sub2 ? sub2 : "");
+    if (!out_intact())
+        ft_fail("%s: the output buffer was written", what);
+}
+
+/* BAD(what, call, "substring", "substring or NULL") */
+#define BAD(_what, _call, _s1, _s2)                                                         \
+    do {                                                                                    \
+        memset(out, CANARY, sizeof(out));                                                   \
+        const char *_p = primer();                                                          \
+        expect_bad((_what), (_call), (_s1), (_s2), _p);                                     \
+    } while (0)
+
+/* The same, then the communicator must still work. */
+#define BADC(_what, _call, _s1, _s2)                                                        \
+    do {                                                                                    \
+        BAD(_what, _call, _s1, _s2);                                                        \
+        comm_works(_what);                                                                  \
+    } while (0)
+
+static void bad_init(void)
+{
+    ncclUniqueId id, zero, junk;
+    ncclComm_t nc = (ncclComm_t)&nc, all[2] = { (ncclComm_t)&nc, (ncclComm_t)&nc };
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER, cfg2 = NCCL_CONFIG_INITIALIZER;
+    int dup[2] = { 1, 1 };
+    memset(&zero, 0, sizeof(zero));
+    memset(&junk, 0x5a, sizeof(junk));
+    if (ncclGetUniqueId(&id) != ncclSuccess)
+        ft_fail("ncclGetUniqueId failed: %s", ncclGetLastError(NULL));
+    BAD("ncclGetVersion(NULL)", ncclGetVersion(NULL), "version", "NULL");
+    BAD("ncclGetUniqueId(NULL)", ncclGetUniqueId(NULL), "uniqueId", "NULL");
+    BAD("ncclCommInitRank(newcomm NULL)", ncclCommInitRank(NULL, 2, id, 0), "newcomm", "NULL");
+    BAD("ncclCommInitRank(nranks 0)", ncclCommInitRank(&nc, 0, id, 0), "nranks", " 0");
+    BAD("ncclCommInitRank(nranks -3)", ncclCommInitRank(&nc, -3, id, 0), "nranks", "-3");
+    BAD("ncclCommInitRank(rank 2 of 2)", ncclCommInitRank(&nc, 2, id, 2), "rank 2", NULL);
+    BAD("ncclCommInitRank(rank -1)", ncclCommInitRank(&nc, 2, id, -1), "rank -1", NULL);
+    BAD("ncclCommInitRank(zero id)", ncclCommInitRank(&nc, 2, zero, 0), "unique id", "magic");
+    BAD("ncclCommInitRank(junk id)", ncclCommInitRank(&nc, 2, junk, 0), "unique id",
+        "0x5a5a5a5a");
+    cfg.magic = 0x12345678;
+    BAD("ncclCommInitRankConfig(bad magic)", ncclCommInitRankConfig(&nc, 2, id, 0, &cfg),
+        "magic", "0x12345678");
+    cfg2.blocking = 7;
+    BAD("ncclCommInitRankConfig(blocking 7)", ncclCommInitRankConfig(&nc, 2, id, 0, &cfg2),
+        "blocking", "7");
+    BAD("ncclCommInitRankScalable(commIds NULL)",
+        ncclCommInitRankScalable(&nc, 2, 0, 1, NULL, NULL), "commIds", "NULL");
+    BAD("ncclCommInitRankScalable(nId 0)", ncclCommInitRankScalable(&nc, 2, 0, 0, &id, NULL),
+        "nId", "0");
+    BAD("ncclCommInitAll(comms NULL)", ncclCommInitAll(NULL, 2, NULL), "comms", "NULL");
+    BAD("ncclCommInitAll(ndev 0)", ncclCommInitAll(all, 0, NULL), "ndev", "0");
+    BAD("ncclCommInitAll(devlist 1,1)", ncclCommInitAll(all, 2, dup), "device 1", NULL);
+    if (nc != (ncclComm_t)&nc || all[0] != (ncclComm_t)&nc || all[1] != (ncclComm_t)&nc)
+        ft_fail("a failed init wrote its comm output parameter");
+}
+
+static void bad_comm_calls(void)
+{
+    ncclComm_t nc = (ncclComm_t)&nc;
+    int excl_bad = 7, excl = 1, cnt = -12345;
+    ncclResult_t res = (ncclResult_t)-7;
+    BAD("ncclCommSplit(color -5)", ncclCommSplit(A[0], -5, 0, &nc, NULL), "color -5", NULL);
+    BAD("ncclCommSplit(newcomm NULL)", ncclCommSplit(A[0], 0, 0, NULL, NULL), "newcomm", NULL);
+    BAD("ncclCommSplit(dead comm)", ncclCommSplit(dead, 0, 0, &nc, NULL), "not a live", NULL);
+    BAD("ncclCommShrink(exclude 7)", ncclCommShrink(A[0], &excl_bad, 1, &nc, NULL, 0),
+        "excludeRanksList", "7");
+    BAD("ncclCommShrink(list NULL)", ncclCommShrink(A[0], NULL, 1, &nc, NULL, 0),
+        "excludeRanksList", NULL);
+    BAD("ncclCommShrink(flags 5)", ncclCommShrink(A[0], &excl, 1, &nc, NULL, 5),
+        "shrinkFlags", "5");
+    BAD("ncclCommRevoke(flags 3)", ncclCommRevoke(A[0], 3), "revokeFlags", "3");
+    BAD("ncclCommCount(count NULL)", ncclCommCount(A[0], NULL), "count", "NULL");
+    BAD("ncclCommCount(comm NULL)", ncclCommCount(NULL, &cnt), "comm", "NULL");
+    BAD("ncclCommUserRank(rank NULL)", ncclCommUserRank(A[0], NULL), "rank", "NULL");
+    BAD("ncclCommUserRank(dead comm)", ncclCommUserRank(dead, &cnt), "not a live", NULL);
+    BAD("ncclCommCuDevice(device NULL)", ncclCommCuDevice(A[0], NULL), "device", "NULL");
+    BAD("ncclCommGetAsyncError(NULL)", ncclCommGetAsyncError(A[0], NULL), "asyncError", "NULL");
+    BAD("ncclCommGetAsyncError(aborted)", ncclCommGetAsyncError(aborted, &res), "not a live",
+        NULL);
+    BAD("ncclCommFinalize(NULL)", ncclCommFinalize(NULL), "comm", "NULL");
+    BAD("ncclCommFinalize(dead comm)", ncclCommFinalize(dead), "not a live", NULL);
+    BAD("ncclCommDestroy(dead comm)", ncclCommDestroy(dead), "not a live", NULL);
+    BAD("ncclCommAbort(aborted comm)", ncclCommAbort(aborted), "not a live", NULL);
+    if (nc != (ncclComm_t)&nc || cnt != -12345 || res != (ncclResult_t)-7)
+        ft_fail("a failed call wrote its output parameter");
+    comm_works("bad communicator calls");
+}
+
+static void bad_mem_and_ops(void)
+{
+    void *p = (void *)&p, *h = NULL, *hb = NULL, *hc = (void *)&hc;
+    ncclWindow_t win = (ncclWindow_t)&win;
+    ncclRedOp_t op = (ncclRedOp_t)12345, opb;
+    float s = 2;
+    BAD("ncclMemAlloc(ptr NULL)", ncclMemAlloc(NULL, 64), "ptr", "NULL");
+    BAD("ncclMemAlloc(size 0)", ncclMemAlloc(&p, 0), "size", "0");
+    BAD("ncclCommRegister(buff NULL)", ncclCommRegister(A[0], NULL, 64, &hc), "buffer", "64");
+    BAD("ncclCommRegister(handle NULL)", ncclCommRegister(A[0], out, 64, NULL), "handle",
+        "NULL");
+    BAD("ncclCommDeregister(handle NULL)", ncclCommDeregister(A[0], NULL), "handle", "NULL");
+    if (ncclCommRegister(B[0], out, 64, &hb) != ncclSuccess)
+        ft_fail("ncclCommRegister on comm B failed: %s", ncclGetLastError(NULL));
+    BAD("ncclCommDeregister(handle of another comm)", ncclCommDeregister(A[0], hb),
+        "not registered", NULL);
+    BAD("ncclCommWindowRegister(flags 0x100)",
+        ncclCommWindowRegister(A[0], out, 64, &win, 0x100), "winFlags", "0x100");
+    BAD("ncclCommWindowDeregister(NULL)", ncclCommWindowDeregister(A[0], NULL), "handle",
+        "NULL");
+    BAD("ncclRedOpCreatePreMulSum(op NULL)",
+        ncclRedOpCreatePreMulSum(NULL, &s, ncclFloat32, ncclScalarHostImmediate, A[0]), "op",
+        "NULL");
+    BAD("ncclRedOpCreatePreMulSum(scalar NULL)",
+        ncclRedOpCreatePreMulSum(&op, NULL, ncclFloat32, ncclScalarHostImmediate, A[0]),
+        "scalar", "NULL");
+    BAD("ncclRedOpCreatePreMulSum(datatype 12)",
+        ncclRedOpCreatePreMulSum(&op, &s, (ncclDataType_t)12, ncclScalarHostImmediate, A[0]),
+        "datatype", "12");
+    BAD("ncclRedOpCreatePreMulSum(residence 9)",
+        ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, (ncclScalarResidence_t)9, A[0]),
+        "residence", "9");
+    BAD("ncclRedOpCreatePreMulSum(dead comm)",
+        ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, ncclScalarHostImmediate, dead),
+        "not a live", NULL);
+    BAD("ncclRedOpDestroy(ncclSum)", ncclRedOpDestroy(ncclSum, A[0]), "op", "0");
+    BAD("ncclRedOpDestroy(op 77)", ncclRedOpDestroy((ncclRedOp_t)77, A[0]), "op", "77");
+    if (ncclRedOpCreatePreMulSum(&opb, &s, ncclFloat32, ncclScalarHostImmediate, B[0]) ==
+        ncclSuccess)
+        BAD("ncclRedOpDestroy(op of another comm)", ncclRedOpDestroy(opb, A[0]), "op", NULL);
+    if (p != (void *)&p || hc != (void *)&hc || win != (ncclWindow_t)&win ||
+        op != (ncclRedOp_t)12345)
+        ft_fail("a failed call wrote its output parameter");
+    ncclCommDeregister(B[0], hb);
+    (void)h;
+    comm_works("bad memory and operator calls");
+}
+
+static void bad_group(void)
+{
+    ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+    BAD("ncclGroupEnd without ncclGroupStart", ncclGroupEnd(), "ncclGroupEnd", "no group");
+    BAD("ncclGroupSimulateEnd without a group", ncclGroupSimulateEnd(&sim), "no group", NULL);
+    ncclGroupStart();
+    BAD("ncclGroupSimulateEnd(NULL)", ncclGroupSimulateEnd(NULL), "simInfo", "NULL");
+    if (ncclGroupEnd() != ncclSuccess)
+        ft_fail("ncclGroupEnd of an empty group failed: %s", ncclGetLastError(NULL));
+    comm_works("bad group calls");
+}
+
+/* ---- collectives ----------------------------------------------------------------- */
+
+static void bad_coll_buffers(void)
+{
+    ncclComm_t c = A[0];   /* rank 0 of 2 */
+    BADC("ncclAllReduce(sendbuff NULL)", ncclAllReduce(NULL, out, 4, ncclInt32, ncclSum, c, NULL),
+         "sendbuff", "NULL");
+    BADC("ncclAllReduce(recvbuff NULL)", ncclAllReduce(in, NULL, 4, ncclInt32, ncclSum, c, NULL),
+         "recvbuff", "NULL");
+    BADC("ncclBroadcast(root's sendbuff NULL)",
+         ncclBroadcast(NULL, out, 4, ncclInt32, 0, c, NULL), "sendbuff", "NULL");
+    BADC("ncclBroadcast(recvbuff NULL)", ncclBroadcast(in, NULL, 4, ncclInt32, 1, c, NULL),
+         "recvbuff", "NULL");
+    BADC("ncclBcast(buff NULL)", ncclBcast(NULL, 4, ncclInt32, 0, c, NULL), "NULL", NULL);
+    BADC("ncclReduce(root's recvbuff NULL)",
+         ncclReduce(in, NULL, 4, ncclInt32, ncclSum, 0, c, NULL), "recvbuff", "NULL");
+    BADC("ncclReduce(sendbuff NULL)", ncclReduce(NULL, out, 4, ncclInt32, ncclSum, 1, c, NULL),
+         "sendbuff", "NULL");
+    BADC("ncclAllGather(sendbuff NULL)", ncclAllGather(NULL, out, 4, ncclInt32, c, NULL),
+         "sendbuff", "NULL");
+    BADC("ncclReduceScatter(recvbuff NULL)",
+         ncclReduceScatter(in, NULL, 4, ncclInt32, ncclSum, c, NULL), "recvbuff", "NULL");
+    BADC("ncclAlltoAll(recvbuff NULL)", ncclAlltoAll(in, NULL, 4, ncclInt32, c, NULL),
+         "recvbuff", "NULL");
+    BADC("ncclAllToAll(sendbuff NULL)", ncclAllToAll(NULL, out, 4, ncclInt32, c, NULL),
+         "sendbuff", "NULL");
+    BADC("ncclGather(root's recvbuff NULL)", ncclGather(in, NULL, 4, ncclInt32, 0, c, NULL),
+         "recvbuff", "NULL");
+    BADC("ncclScatter(root's sendbuff NULL)", ncclScatter(NULL, out, 4, ncclInt32, 0, c, NULL),
+         "sendbuff", "NULL");
+    BADC("ncclSend(sendbuff NULL)", ncclSend(NULL, 4, ncclInt32, 1, c, NULL), "sendbuff", "NULL");
+    BADC("ncclRecv(recvbuff NULL)", ncclRecv(NULL, 4, ncclInt32, 1, c, NULL), "recvbuff", "NULL");
+    size_t cnt[2] = { 2, 2 }, dsp[2] = { 0, 2 };
+    BADC("ncclAllToAllv(sendcounts NULL)",
+         ncclAllToAllv(in, NULL, dsp, out, cnt, dsp, ncclInt32, c, NULL), "counts", "NULL");
+    BADC("ncclAllToAllv(recvbuff NULL)",
+         ncclAllToAllv(in, cnt, dsp, NULL, cnt, dsp, ncclInt32, c, NULL), "recvbuff", "NULL");
+}
+
+static void bad_coll_ranges(void)
+{
+    ncclComm_t c = A[0];
+    ncclDataType_t d12 = (ncclDataType_t)12, dm1 = (ncclDataType_t)-1;
+    BADC("ncclAllReduce(datatype 12)", ncclAllReduce(in, out, 4, d12, ncclSum, c, NULL),
+         "datatype", "12");
+    BADC("ncclAllReduce(datatype -1)", ncclAllReduce(in, out, 4, dm1, ncclSum, c, NULL),
+         "datatype", "-1");
+    BADC("ncclBroadcast(datatype 99)",
+         ncclBroadcast(in, out, 4, (ncclDataType_t)99, 0, c, NULL), "datatype", "99");
+    BADC("ncclAllGather(datatype 12)", ncclAllGather(in, out, 4, d12, c, NULL), "datatype", "12");
+    BADC("ncclSend(datatype 12)", ncclSend(in, 4, d12, 1, c, NULL), "datatype", "12");
+    BADC("ncclAllToAllv(datatype 12)",
+         ncclAllToAllv(in, (size_t[]){ 1, 1 }, (size_t[]){ 0, 1 }, out, (size_t[]){ 1, 1 },
+                       (size_t[]){ 0, 1 }, d12, c, NULL), "datatype", "12");
+    BADC("ncclAllReduce(op 5, none created)",
+         ncclAllReduce(in, out, 4, ncclInt32, (ncclRedOp_t)5, c, NULL), "op", "5");
+    BADC("ncclAllReduce(op -1)", ncclAllReduce(in, out, 4, ncclInt32, (ncclRedOp_t)-1, c, NULL),
+         "op", "-1");
+    BADC("ncclReduce(op 1000)",
+         ncclReduce(in, out, 4, ncclInt32, (ncclRedOp_t)1000, 0, c, NULL), "op", "1000");
+    BADC("ncclReduceScatter(op ncclMaxRedOp)",
+         ncclReduceScatter(in, out, 4, ncclInt32, ncclMaxRedOp, c, NULL), "op", "2147483647");
+    BADC("ncclBroadcast(root 2 of 2)", ncclBroadcast(in, out, 4, ncclInt32, 2, c, NULL),
+         "root", "2");
+    BADC("ncclBcast(root -1)", ncclBcast(out, 4, ncclInt32, -1, c, NULL), "root", "-1");
+    BADC("ncclReduce(root -1)", ncclReduce(in, out, 4, ncclInt32, ncclSum, -1, c, NULL),
+         "root", "-1");
+    BADC("ncclGather(root 5)", ncclGather(in, out, 4, ncclInt32, 5, c, NULL), "root", "5");
+    BADC("ncclScatter(root -3)", ncclScatter(in, out, 4, ncclInt32, -3, c, NULL), "root", "-3");
+    BADC("ncclSend(peer 2 of 2)", ncclSend(in, 4, ncclInt32, 2, c, NULL), "peer", "2");
+    BADC("ncclRecv(peer -1)", ncclRecv(out, 4, ncclInt32, -1, c, NULL), "peer", "-1");
+}
+
+static void bad_coll_sizes(void)
+{
+    ncclComm_t c = A[0];
+    size_t huge = SIZE_MAX / 2, big = SIZE_MAX / 8 + 1;   /* bytes overflow (x4, x2 ranks) */
+    BADC("ncclAllReduce(count SIZE_MAX/2 of int32)",
+         ncclAllReduce(in, out, huge, ncclInt32, ncclSum, c, NULL), "overflow", NULL);
+    BADC("ncclAllGather(sendcount SIZE_MAX/8+1)",
+         ncclAllGather(in, out, big, ncclInt32, c, NULL), "overflow", NULL);
+    BADC("ncclReduceScatter(recvcount SIZE_MAX/8+1)",
+         ncclReduceScatter(in, out, big, ncclInt32, ncclSum, c, NULL), "overflow", NULL);
+    BADC("ncclAlltoAll(count SIZE_MAX/8+1)", ncclAlltoAll(in, out, big, ncclInt32, c, NULL),
+         "overflow", NULL);
+    BADC("ncclSend(count SIZE_MAX/2 of fp64)", ncclSend(in, huge, ncclFloat64, 1, c, NULL),
+         "overflow", NULL);
+    BADC("ncclAllToAllv(sendcounts[1] SIZE_MAX/2)",
+         ncclAllToAllv(in, (size_t[]){ 1, SIZE_MAX / 2 }, (size_t[]){ 0, 1 }, out,
+                       (size_t[]){ 1, 1 }, (size_t[]){ 0, 1 }, ncclInt32, c, NULL),
+         "overflow", NULL);
+}
+
+static void bad_coll_ops_and_comms(void)
+{
+    ncclRedOp_t opb, opa;
+    float s = 2;
+    /* an op of comm B (A has none at that value), then an op of A made for another type */
+    if (ncclRedOpCreatePreMulSum(&opb, &s, ncclInt32, ncclScalarHostImmediate, B[0]) !=
+        ncclSuccess || ncclRedOpCreatePreMulSum(&opa, &s, ncclFloat32, ncclScalarHostImmediate,
+                                               A[0]) != ncclSuccess) {
+        ft_fail("ncclRedOpCreatePreMulSum failed: %s", ncclGetLastError(NULL));
+        return;
+    }
+    char opname[32];
+    snprintf(opname, sizeof(opname), "op %d", (int)opb + 1);
+    ncclRedOp_t other = (ncclRedOp_t)((int)opb + 1);   /* B's second: A has only one */
+    ncclRedOp_t opb2;
+    ncclRedOpCreatePreMulSum(&opb2, &s, ncclInt32, ncclScalarHostImmediate, B[0]);
+    BADC("ncclAllReduce(PreMulSum op of another comm)",
+         ncclAllReduce(in, out, 4, ncclInt32, other, A[0], NULL), opname, NULL);
+    snprintf(opname, sizeof(opname), "op %d", (int)opa);
+    BADC("ncclAllReduce(PreMulSum op of float32 on int32)",
+         ncclAllReduce(in, out, 4, ncclInt32, opa, A[0], NULL), opname, "float32");
+    ncclRedOpDestroy(opa, A[0]);
+    BADC("ncclAllReduce(destroyed PreMulSum op)",
+         ncclAllReduce(in, out, 4, ncclFloat32, opa, A[0], NULL), opname, NULL);
+    ncclRedOpDestroy(opb, B[0]);
+    ncclRedOpDestroy(opb2, B[0]);
+    BAD("ncclAllReduce(comm NULL)", ncclAllReduce(in, out, 4, ncclInt32, ncclSum, NULL, NULL),
+        "comm", "NULL");
+    BAD("ncclAllReduce(destroyed comm)",
+        ncclAllReduce(in, out, 4, ncclInt32, ncclSum, dead, NULL), "not a live", NULL);
+    BAD("ncclBroadcast(aborted comm)", ncclBroadcast(in, out, 4, ncclInt32, 0, aborted, NULL),
+        "not a live", NULL);
+    BAD("ncclSend(destroyed comm)", ncclSend(in, 4, ncclInt32, 0, dead, NULL), "not a live",
+        NULL);
+    BAD("ncclAllToAllv(aborted comm)",
+        ncclAllToAllv(in, (size_t[]){ 1 }, (size_t[]){ 0 }, out, (size_t[]){ 1 },
+                      (size_t[]){ 0 }, ncclInt32, aborted, NULL), "not a live", NULL);
+    comm_works("calls on dead communicators");
+}
+
+static void bad_collectives(void)
+{
+    bad_coll_buffers();
+    bad_coll_ranges();
+    bad_coll_sizes();
+    bad_coll_ops_and_comms();
+}
+
+/* One thread drives both ranks: a bad call inside the group must fail the group at
+ * ncclGroupEnd (as NCCL does) instead of running the other rank's half alone. */
+static void bad_in_group(void)
+{
+    double t0 = ft_now();
+    memset(out, CANARY, sizeof(out));
+    ncclGroupStart();
+    ncclResult_t r0 = ncclAllReduce(NULL, out, 4, ncclInt32, ncclSum, A[0], NULL);
+    ncclResult_t r1 = ncclAllReduce(in, out + 8, 4, ncclInt32, ncclSum, A[1], NULL);
+    ncclResult_t re = ncclGroupEnd();
+    double t = ft_now() - t0;
+    checks++;
+    if (r0 != ncclInvalidArgument && r0 != ncclInvalidUsage)
+        ft_fail("bad call in a group: returned %d", (int)r0);
+    if (r1 != ncclSuccess)
+        ft_fail("good call in a group after a bad one: returned %d", (int)r1);
+    if (re == ncclSuccess || t > 2.0)
+        ft_fail("group with a bad call: ncclGroupEnd returned %d after %.1f s; expected the "
+                "call's error at once (the other rank's half cannot run alone); last error: %s",
+                (int)re, t, ncclGetLastError(NULL));
+    comm_works("a group holding a bad call");
+}
+
+int main(void)
+{
+    ft_name = "bad_args";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setenv("BRAID_TIMEOUT", "5", 1);   /* a bug that hangs a call turns into a failure */
+    ft_watchdog(50);
+    if (ncclCommInitAll(A, 2, NULL) != ncclSuccess || ncclCommInitAll(B, 2, NULL) !=
+        ncclSuccess || ncclCommInitAll(&dead, 1, NULL) != ncclSuccess ||
+        ncclCommInitAll(&aborted, 1, NULL) != ncclSuccess) {
+        fprintf(stderr, "bad_args: cannot create communicators: %s\n", ncclGetLastError(NULL));
+        return 99;
+    }
+    ncclCommDestroy(dead);      /* from here on no comm is created: no address reuse */
+    ncclCommAbort(aborted);
+    for (int i = 0; i < NOUT; i++)
+        in[i] = i;
+    bad_init();
+    bad_comm_calls();
+    bad_mem_and_ops();
+    bad_group();
+    bad_collectives();
+    bad_in_group();
+    for (int i = 0; i < 2; i++) {
+        ncclCommDestroy(A[i]);
+        ncclCommDestroy(B[i]);
+    }
+    printf("bad_args: %d bad calls checked, %d failures\n", checks, ft_failures());
+    return ft_failures() ? 1 : 0;
+}

@@ -1,0 +1,61 @@
+#!/bin/bash
+# Runs coll_check (every collective, every type and op, exact checks) as 2, 3, 4 and 8
+# processes, as 4 ranks driven by one thread (-t 4) and as 3 threads with a rank each
+# (-T 3). Processes are started by braidrun when it is built, else by coll_check -p.
+#
+# Environment: BRAID_BUILD_DIR (set by make check; default: this script's build tree),
+# BRAID_TEST_QUICK=1 for the quick variant (also chosen for --enable-sanitizers builds),
+# COLL_CHECK_ARGS extra arguments for every run.
+# Exit status as automake reads it: 0 pass, 1 fail, 77 skip, 99 hard error.
+
+set -u
+
+build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+check=$build/tests/integration/coll_check
+braidrun=$build/braidrun
+
+if [ ! -x "$check" ]; then
+    echo "run_coll.sh: $check is not built" >&2
+    exit 99
+fi
+if [ ! -w /dev/shm ]; then
+    echo "run_coll.sh: /dev/shm is not writable: shared-memory transport unavailable" >&2
+    exit 77
+fi
+
+args=(-w 240)
+if [ "${BRAID_TEST_QUICK:-0}" = 1 ] ||
+   grep -q -- '--enable-sanitizers' "$build/config.status" 2>/dev/null; then
+    args+=(-q)
+fi
+# shellcheck disable=SC2206
+args+=(${COLL_CHECK_ARGS:-})
+
+status=0
+run() {
+    local what=$1
+    shift
+    local t0 rc ms
+    t0=$(date +%s%N)
+    "$@"
+    rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    printf 'run_coll.sh: %-26s rc=%d  %d.%03d s\n' "$what" "$rc" $((ms / 1000)) $((ms % 1000))
+    if [ "$rc" = 99 ]; then
+        status=99
+    elif [ "$rc" != 0 ] && [ "$status" != 99 ]; then
+        status=1
+    fi
+}
+
+for n in 2 3 4 8; do
+    if [ -x "$braidrun" ]; then
+        run "$n processes (braidrun)" "$braidrun" -n "$n" -- "$check" "${args[@]}"
+    else
+        run "$n processes (fork)" "$check" -p "$n" "${args[@]}"
+    fi
+done
+run "-t 4 (one thread)" "$check" -t 4 "${args[@]}"
+run "-T 3 (thread per rank)" "$check" -T 3 "${args[@]}"
+
+exit $status
