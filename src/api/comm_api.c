@@ -246,6 +246,8 @@ BRAID_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
 
 static braid_status_t finalize(braid_comm_t *comm)
 {
+    if (comm == NULL)
+        return BRAID_OK;   /* as NCCL: finalizing NULL is a no-op */
     BRAID_CHECK(braid_comm_enter(comm, "ncclCommFinalize", 1));
     braid_status_t st = braid_comm_finalize(comm);
     braid_comm_leave(comm);
@@ -281,6 +283,8 @@ BRAID_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
 
 static braid_status_t revoke(braid_comm_t *comm, int flags)
 {
+    if (comm == NULL)
+        return BRAID_OK;   /* as NCCL: revoking NULL is a no-op */
     if (flags != NCCL_REVOKE_DEFAULT)
         return braid_err(BRAID_ERR_INVALID, "ncclCommRevoke: revokeFlags is %d: must be "
                          "NCCL_REVOKE_DEFAULT (0)", flags);

@@ -155,7 +155,6 @@ static void bad_comm_calls(void)
     BAD("ncclCommGetAsyncError(NULL)", ncclCommGetAsyncError(A[0], NULL), "asyncError", "NULL");
     BAD("ncclCommGetAsyncError(aborted)", ncclCommGetAsyncError(aborted, &res), "not a live",
         NULL);
-    BAD("ncclCommFinalize(NULL)", ncclCommFinalize(NULL), "comm", "NULL");
     BAD("ncclCommFinalize(dead comm)", ncclCommFinalize(dead), "not a live", NULL);
     BAD("ncclCommDestroy(dead comm)", ncclCommDestroy(dead), "not a live", NULL);
     BAD("ncclCommAbort(aborted comm)", ncclCommAbort(aborted), "not a live", NULL);
@@ -166,7 +165,7 @@ static void bad_comm_calls(void)
 
 static void bad_mem_and_ops(void)
 {
-    void *p = (void *)&p, *h = NULL, *hb = NULL, *hc = (void *)&hc;
+    void *p = (void *)&p, *hb = NULL, *hc = (void *)&hc;
     ncclWindow_t win = (ncclWindow_t)&win;
     ncclRedOp_t op = (ncclRedOp_t)12345, opb;
     float s = 2;
@@ -208,7 +207,6 @@ static void bad_mem_and_ops(void)
         op != (ncclRedOp_t)12345)
         ft_fail("a failed call wrote its output parameter");
     ncclCommDeregister(B[0], hb);
-    (void)h;
     comm_works("bad memory and operator calls");
 }
 
@@ -388,6 +386,34 @@ static void bad_in_group(void)
     comm_works("a group holding a bad call");
 }
 
+/* NULL where NCCL 2.28 makes the call a successful no-op (init.cc: destroy, abort,
+ * finalize and revoke of NULL return ncclSuccess). */
+static void null_noops(void)
+{
+    static const char *const names[] = { "ncclCommDestroy(NULL)", "ncclCommAbort(NULL)",
+                                         "ncclCommFinalize(NULL)", "ncclCommRevoke(NULL, 0)" };
+    ncclResult_t r[4] = { ncclCommDestroy(NULL), ncclCommAbort(NULL), ncclCommFinalize(NULL),
+                          ncclCommRevoke(NULL, 0) };
+    for (int i = 0; i < 4; i++)
+        if (r[i] != ncclSuccess)
+            ft_fail("%s returned %d, NCCL returns ncclSuccess (a no-op)", names[i], (int)r[i]);
+}
+
+/* Finalize twice: the second is refused (NCCL: ncclInvalidArgument). Run last: it makes a
+ * comm, which could take the address of the destroyed one. */
+static void double_finalize(void)
+{
+    ncclComm_t c;
+    if (ncclCommInitAll(&c, 1, NULL) != ncclSuccess || ncclCommFinalize(c) != ncclSuccess) {
+        ft_fail("cannot make and finalize a 1-rank comm: %s", ncclGetLastError(NULL));
+        return;
+    }
+    BAD("ncclCommFinalize twice", ncclCommFinalize(c), "finalized", NULL);
+    if (ncclCommDestroy(c) != ncclSuccess)
+        ft_fail("ncclCommDestroy after a refused second finalize failed: %s",
+                ncclGetLastError(NULL));
+}
+
 int main(void)
 {
     ft_name = "bad_args";
@@ -410,6 +436,8 @@ int main(void)
     bad_group();
     bad_collectives();
     bad_in_group();
+    null_noops();
+    double_finalize();
     for (int i = 0; i < 2; i++) {
         ncclCommDestroy(A[i]);
         ncclCommDestroy(B[i]);

@@ -55,15 +55,11 @@ static void nb_result(const cc_world_t *w, ncclResult_t r, ncclComm_t comm, cons
 
 int cc_skip_finalize;
 
-void cc_comms_close(const cc_world_t *w, ncclComm_t *comms, int n, int nonblocking)
+/* ncclCommFinalize on every comm, in one group when there are several (one thread may
+ * hold several ranks of one job: each finalize waits for its peers). */
+static void finalize_all(const cc_world_t *w, ncclComm_t *comms, int n, int nonblocking)
 {
     int grouped = n > 1;
-    if (cc_skip_finalize)
-        n = -n;   /* destroy only */
-    for (int i = 0; i < -n; i++)
-        CC_NCCL(w, "ncclCommDestroy", ncclCommDestroy(comms[i]));
-    if (n <= 0)
-        return;
     if (grouped)
         cc_group_start(w);
     for (int i = 0; i < n; i++) {
@@ -73,13 +69,19 @@ void cc_comms_close(const cc_world_t *w, ncclComm_t *comms, int n, int nonblocki
         else if (r != ncclSuccess)
             cc_nccl_fatal(w, "ncclCommFinalize", r, __FILE__, __LINE__);
     }
-    if (grouped) {
-        ncclResult_t r = ncclGroupEnd();
-        if (r != ncclSuccess && !(nonblocking && r == ncclInProgress))
-            cc_nccl_fatal(w, "ncclGroupEnd(ncclCommFinalize)", r, __FILE__, __LINE__);
-        for (int i = 0; nonblocking && i < n; i++)
-            wait_ready(w, comms[i], "ncclCommFinalize");
-    }
+    if (!grouped)
+        return;
+    ncclResult_t r = ncclGroupEnd();
+    if (r != ncclSuccess && !(nonblocking && r == ncclInProgress))
+        cc_nccl_fatal(w, "ncclGroupEnd(ncclCommFinalize)", r, __FILE__, __LINE__);
+    for (int i = 0; nonblocking && i < n; i++)
+        wait_ready(w, comms[i], "ncclCommFinalize");
+}
+
+void cc_comms_close(const cc_world_t *w, ncclComm_t *comms, int n, int nonblocking)
+{
+    if (!cc_skip_finalize)
+        finalize_all(w, comms, n, nonblocking);
     for (int i = 0; i < n; i++)
         CC_NCCL(w, "ncclCommDestroy", ncclCommDestroy(comms[i]));
 }

@@ -23,6 +23,10 @@ if [ ! -w /dev/shm ]; then
     exit 77
 fi
 
+# A hang is a bug: make the library give up long before the watchdog (-w) does.
+export BRAID_TIMEOUT=${BRAID_TIMEOUT:-60}
+export BRAID_BOOTSTRAP_TIMEOUT=${BRAID_BOOTSTRAP_TIMEOUT:-30}
+
 args=(-w 240)
 if [ "${BRAID_TEST_QUICK:-0}" = 1 ] ||
    grep -q -- '--enable-sanitizers' "$build/config.status" 2>/dev/null; then
