@@ -131,9 +131,14 @@ static braid_status_t coll_run(braid_comm_t *comm, coll_args_t *a)
     return st;
 }
 
+/* A call that fails inside a group fails the whole group: ncclGroupEnd reports the error
+ * and runs nothing, as in NCCL. */
 static ncclResult_t coll(braid_comm_t *comm, coll_args_t *a)
 {
-    return braid_api_result(coll_run(comm, a));
+    braid_status_t st = coll_run(comm, a);
+    if (st < 0)
+        braid_group_fail(st);
+    return braid_api_result(st);
 }
 
 #define CALL(_kind, _s, _r, _n, _dt, _op, _root)                                            \
@@ -326,6 +331,9 @@ BRAID_API(ncclResult_t, ncclAllToAllv, const void *sendbuff, const size_t sendco
           const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
 {
     (void)stream;
-    return braid_api_result(alltoallv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts,
-                                      rdispls, datatype, comm));
+    braid_status_t st = alltoallv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
+                                  datatype, comm);
+    if (st < 0)
+        braid_group_fail(st);
+    return braid_api_result(st);
 }

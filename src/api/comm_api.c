@@ -11,6 +11,14 @@
 #include "core/log.h"
 #include "core/param.h"
 
+/* Calls that a group collects fail the whole group when they fail (see coll.c). */
+static ncclResult_t grouped_result(braid_status_t st)
+{
+    if (st < 0)
+        braid_group_fail(st);
+    return braid_api_result(st);
+}
+
 BRAID_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId *uniqueId)
 {
     braid_uid_t uid;
@@ -64,13 +72,13 @@ static braid_status_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqu
 BRAID_API(ncclResult_t, ncclCommInitRank, ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
           int rank)
 {
-    return braid_api_result(init_rank(newcomm, nranks, &commId, rank, 0, NULL, "ncclCommInitRank"));
+    return grouped_result(init_rank(newcomm, nranks, &commId, rank, 0, NULL, "ncclCommInitRank"));
 }
 
 BRAID_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t *comm, int nranks, ncclUniqueId commId,
           int rank, ncclConfig_t *config)
 {
-    return braid_api_result(init_rank(comm, nranks, &commId, rank, 0, config,
+    return grouped_result(init_rank(comm, nranks, &commId, rank, 0, config,
                                       "ncclCommInitRankConfig"));
 }
 
@@ -84,7 +92,7 @@ BRAID_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nrank
         return braid_api_result(braid_err(BRAID_ERR_INVALID, "%s: nId is %d: use 1 to nranks "
                                           "(%d)", what, nId, nranks));
     /* Every rank joins through the first id's root; the other roots stay unused. */
-    return braid_api_result(init_rank(newcomm, nranks, &commIds[0], myrank, 0, config, what));
+    return grouped_result(init_rank(newcomm, nranks, &commIds[0], myrank, 0, config, what));
 }
 
 static braid_status_t init_all(ncclComm_t *comms, int ndev, const int *devlist)
@@ -132,19 +140,70 @@ BRAID_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comm, int ndev, const int *
 
 /* ---- split and shrink ---------------------------------------------------------------- */
 
-typedef struct split_job {
-    braid_comm_t *comm;
-    int color, key;
+/*
+ * Split, shrink and finalize talk to the peers. Inside a group they run on a thread that
+ * the outermost ncclGroupEnd joins, so one thread can drive them for several ranks.
+ */
+typedef enum { JOB_SPLIT, JOB_SHRINK, JOB_FINALIZE } comm_job_kind_t;
+
+typedef struct comm_job {
+    comm_job_kind_t kind;
+    braid_comm_t *comm;             /* entered; left when the job is done */
+    int color, key;                 /* split */
+    int *exclude;                   /* shrink (owned copy) */
+    int nexclude, abort_first;
     braid_comm_config_t cfg;
     ncclComm_t *newcomm;
-} split_job_t;
+} comm_job_t;
 
-static braid_status_t split_job_run(void *arg)
+static braid_status_t comm_job_exec(const comm_job_t *j)
 {
-    split_job_t *job = arg;
-    braid_status_t st = braid_comm_split(job->comm, job->color, job->key, &job->cfg, job->newcomm);
+    switch (j->kind) {
+    case JOB_SPLIT:
+        return braid_comm_split(j->comm, j->color, j->key, &j->cfg, j->newcomm);
+    case JOB_SHRINK:
+        return braid_comm_shrink(j->comm, j->exclude, j->nexclude, &j->cfg, j->abort_first,
+                                 j->newcomm);
+    default:
+        return braid_comm_finalize(j->comm);
+    }
+}
+
+static braid_status_t comm_job_run(void *arg)
+{
+    comm_job_t *job = arg;
+    braid_status_t st = comm_job_exec(job);
     braid_comm_leave(job->comm);
+    free(job->exclude);
     free(job);
+    return st;
+}
+
+/* Run `tmpl` now, or queue a copy of it when the thread is inside a group. */
+static braid_status_t comm_job_submit(const comm_job_t *tmpl, const int *exclude)
+{
+    comm_job_t *job = calloc(1, sizeof(*job));
+    if (job != NULL) {
+        *job = *tmpl;
+        job->exclude = NULL;
+        if (tmpl->nexclude > 0)
+            job->exclude = malloc((size_t)tmpl->nexclude * sizeof(int));
+    }
+    if (job == NULL || (tmpl->nexclude > 0 && job->exclude == NULL)) {
+        free(job);
+        braid_comm_leave(tmpl->comm);
+        return braid_err(BRAID_ERR_NOMEM, "out of memory for a communicator call");
+    }
+    if (tmpl->nexclude > 0)
+        memcpy(job->exclude, exclude, (size_t)tmpl->nexclude * sizeof(int));
+    if (braid_group_depth() == 0)
+        return comm_job_run(job);
+    braid_status_t st = braid_group_add_job(comm_job_run, job);
+    if (st < 0) {
+        braid_comm_leave(job->comm);
+        free(job->exclude);
+        free(job);
+    }
     return st;
 }
 
@@ -165,80 +224,78 @@ static braid_status_t split(braid_comm_t *comm, int color, int key, ncclComm_t *
                             const ncclConfig_t *config)
 {
     const char *what = "ncclCommSplit";
-    braid_comm_config_t cfg;
+    comm_job_t job = { .kind = JOB_SPLIT, .comm = comm, .color = color, .key = key,
+                       .newcomm = newcomm };
     if (newcomm == NULL)
         return braid_err(BRAID_ERR_INVALID, "%s: newcomm is NULL", what);
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
         return braid_err(BRAID_ERR_INVALID, "%s: color %d is negative: use a color >= 0 or "
                          "NCCL_SPLIT_NOCOLOR", what, color);
     BRAID_CHECK(enter_for_child(comm, what));
-    braid_status_t st = braid_config_read(config, &comm->config, &cfg);
-    if (st < 0 || braid_group_depth() == 0) {
-        if (st >= 0)
-            st = braid_comm_split(comm, color, key, &cfg, newcomm);
+    braid_status_t st = braid_config_read(config, &comm->config, &job.cfg);
+    if (st < 0) {
         braid_comm_leave(comm);
         return st;
     }
-    /* grouped: talk to the peers on a thread so this thread can drive its other ranks */
-    split_job_t *job = malloc(sizeof(*job));
-    if (job == NULL) {
-        braid_comm_leave(comm);
-        return braid_err(BRAID_ERR_NOMEM, "%s: out of memory", what);
-    }
-    *job = (split_job_t){ comm, color, key, cfg, newcomm };
-    st = braid_group_add_job(split_job_run, job);
-    if (st < 0) {
-        braid_comm_leave(comm);
-        free(job);
-    }
-    return st;
+    return comm_job_submit(&job, NULL);
 }
 
 BRAID_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
           ncclConfig_t *config)
 {
-    return braid_api_result(split(comm, color, key, newcomm, config));
+    return grouped_result(split(comm, color, key, newcomm, config));
+}
+
+static braid_status_t shrink_check(const braid_comm_t *comm, const int *excl, int nexcl)
+{
+    const char *what = "ncclCommShrink";
+    if (nexcl >= comm->nranks)
+        return braid_err(BRAID_ERR_INVALID, "%s: excludeRanksCount %d leaves none of the %d "
+                         "ranks", what, nexcl, comm->nranks);
+    for (int i = 0; i < nexcl; i++) {
+        if (excl[i] < 0 || excl[i] >= comm->nranks)
+            return braid_err(BRAID_ERR_INVALID, "%s: excludeRanksList[%d] = %d is out of range "
+                             "[0, %d)", what, i, excl[i], comm->nranks);
+        if (excl[i] == comm->rank)
+            return braid_err(BRAID_ERR_USAGE, "%s: rank %d is in excludeRanksList: excluded "
+                             "ranks must not call ncclCommShrink", what, comm->rank);
+        for (int j = 0; j < i; j++)
+            if (excl[j] == excl[i])
+                return braid_err(BRAID_ERR_INVALID, "%s: rank %d is listed twice in "
+                                 "excludeRanksList", what, excl[i]);
+    }
+    return BRAID_OK;
 }
 
 static braid_status_t shrink(braid_comm_t *comm, const int *excl, int nexcl, ncclComm_t *newcomm,
                              const ncclConfig_t *config, int flags)
 {
     const char *what = "ncclCommShrink";
-    braid_comm_config_t cfg;
+    comm_job_t job = { .kind = JOB_SHRINK, .comm = comm, .nexclude = nexcl,
+                       .abort_first = flags == NCCL_SHRINK_ABORT, .newcomm = newcomm };
     if (newcomm == NULL)
         return braid_err(BRAID_ERR_INVALID, "%s: newcomm is NULL", what);
     if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT)
         return braid_err(BRAID_ERR_INVALID, "%s: shrinkFlags is %d: use NCCL_SHRINK_DEFAULT or "
                          "NCCL_SHRINK_ABORT", what, flags);
-    if (nexcl < 0 || (nexcl > 0 && excl == NULL))
-        return braid_err(BRAID_ERR_INVALID, "%s: excludeRanksList is %p with count %d", what,
-                         (const void *)excl, nexcl);
+    if (nexcl <= 0 || excl == NULL)
+        return braid_err(BRAID_ERR_INVALID, "%s: excludeRanksList %p with excludeRanksCount %d: "
+                         "name at least one rank to exclude", what, (const void *)excl, nexcl);
     BRAID_CHECK(enter_for_child(comm, what));
-    braid_status_t st = braid_config_read(config, &comm->config, &cfg);
-    for (int i = 0; i < nexcl && st >= 0; i++) {
-        if (excl[i] < 0 || excl[i] >= comm->nranks)
-            st = braid_err(BRAID_ERR_INVALID, "%s: excludeRanksList[%d] = %d is out of range "
-                           "[0, %d)", what, i, excl[i], comm->nranks);
-        else if (excl[i] == comm->rank)
-            st = braid_err(BRAID_ERR_USAGE, "%s: rank %d is in excludeRanksList: excluded ranks "
-                           "must not call ncclCommShrink", what, comm->rank);
-        for (int j = 0; j < i && st >= 0; j++)
-            if (excl[j] == excl[i])
-                st = braid_err(BRAID_ERR_INVALID, "%s: rank %d is listed twice in "
-                               "excludeRanksList", what, excl[i]);
-    }
-    if (st >= 0 && nexcl >= comm->nranks)
-        st = braid_err(BRAID_ERR_INVALID, "%s: all %d ranks excluded", what, comm->nranks);
+    braid_status_t st = braid_config_read(config, &comm->config, &job.cfg);
     if (st >= 0)
-        st = braid_comm_shrink(comm, excl, nexcl, &cfg, flags == NCCL_SHRINK_ABORT, newcomm);
-    braid_comm_leave(comm);
-    return st;
+        st = shrink_check(comm, excl, nexcl);
+    if (st < 0) {
+        braid_comm_leave(comm);
+        return st;
+    }
+    return comm_job_submit(&job, excl);
 }
 
 BRAID_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
           int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
-    return braid_api_result(shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config,
+    return grouped_result(shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config,
                                    shrinkFlags));
 }
 
@@ -248,15 +305,14 @@ static braid_status_t finalize(braid_comm_t *comm)
 {
     if (comm == NULL)
         return BRAID_OK;   /* as NCCL: finalizing NULL is a no-op */
+    comm_job_t job = { .kind = JOB_FINALIZE, .comm = comm };
     BRAID_CHECK(braid_comm_enter(comm, "ncclCommFinalize", 1));
-    braid_status_t st = braid_comm_finalize(comm);
-    braid_comm_leave(comm);
-    return st;
+    return comm_job_submit(&job, NULL);
 }
 
 BRAID_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
 {
-    return braid_api_result(finalize(comm));
+    return grouped_result(finalize(comm));
 }
 
 BRAID_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm)

@@ -40,48 +40,6 @@ static const char *peer_state_word(int s)
     }
 }
 
-static braid_status_t check_peer(braid_comm_t *comm, const braid_op_t *op, int r)
-{
-    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
-    const braid_peer_info_t *pi = &comm->peers[r];
-    const char *what = braid_coll_name((braid_coll_kind_t)op->hdr.kind);
-    unsigned long long seq = (unsigned long long)op->hdr.seq;
-    if (ctrl == NULL)
-        return BRAID_OK;
-    if (!op_is_p2p(op) && atomic_load(&ctrl->seq_done) >= op->hdr.seq)
-        return BRAID_OK;   /* it finished this collective: whatever it does now is its own */
-    const char *word = peer_state_word(atomic_load(&ctrl->state));
-    if (word != NULL)
-        return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) %s while rank %d waits in "
-                         "%s #%llu", r, (int)pi->pid, pi->hostname, word, comm->rank, what, seq);
-    if (comm->pid_visible[r] && braid_proc_alive(pi->pid, pi->starttime) == BRAID_PROC_DEAD)
-        return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) exited or was killed while "
-                         "rank %d waits in %s #%llu", r, (int)pi->pid, pi->hostname, comm->rank,
-                         what, seq);
-    return BRAID_OK;
-}
-
-static braid_status_t comm_check(void *ctx, const braid_op_t *op, int blocked)
-{
-    braid_comm_t *comm = ctx;
-    int s = atomic_load(&comm->state);
-    if (s == BRAID_COMM_ABORTED || s == BRAID_COMM_REVOKED)
-        return braid_err(BRAID_ERR_ABORTED, "%s #%llu stopped: the communicator (rank %d) was "
-                         "%s", braid_coll_name((braid_coll_kind_t)op->hdr.kind),
-                         (unsigned long long)op->hdr.seq, comm->rank,
-                         s == BRAID_COMM_ABORTED ? "aborted" : "revoked");
-    if (!blocked)
-        return BRAID_OK;
-    if (op_is_p2p(op)) {
-        int peer = op_waits_on(op);
-        return peer >= 0 && peer != comm->rank ? check_peer(comm, op, peer) : BRAID_OK;
-    }
-    for (int r = 0; r < comm->nranks; r++)
-        if (r != comm->rank)
-            BRAID_CHECK(check_peer(comm, op, r));
-    return BRAID_OK;
-}
-
 /* "ranks 2,5 (at #11, #9)" for the ranks that have not started collective `seq`. */
 static int missing_ranks(braid_comm_t *comm, uint64_t seq, char *buf, size_t len)
 {
@@ -98,6 +56,80 @@ static int missing_ranks(braid_comm_t *comm, uint64_t seq, char *buf, size_t len
         count++;
     }
     return count;
+}
+
+/* Is rank r, which has not finished this op's collective, dead? (gone, zombie, pid reused) */
+static int peer_dead(braid_comm_t *comm, const braid_op_t *op, int r)
+{
+    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
+    if (ctrl == NULL || !comm->pid_visible[r])
+        return 0;
+    if (!op_is_p2p(op) && atomic_load(&ctrl->seq_done) >= op->hdr.seq)
+        return 0;   /* it finished this collective: whatever it does now is its own */
+    return braid_proc_alive(comm->peers[r].pid, comm->peers[r].starttime) == BRAID_PROC_DEAD;
+}
+
+/* The word for rank r's failed/aborted/... state, NULL while it is fine or done with us. */
+static const char *peer_failed(braid_comm_t *comm, const braid_op_t *op, int r)
+{
+    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
+    if (ctrl == NULL)
+        return NULL;
+    if (!op_is_p2p(op) && atomic_load(&ctrl->seq_done) >= op->hdr.seq)
+        return NULL;
+    return peer_state_word(atomic_load(&ctrl->state));
+}
+
+/*
+ * Dead ranks are named first: the others that failed have usually only given up on them.
+ * A rank that failed is reported with the ranks that never reached the collective, since a
+ * timeout on one rank is what ends the wait of the others.
+ */
+static braid_status_t check_peers(braid_comm_t *comm, const braid_op_t *op, int lo, int hi)
+{
+    const char *what = braid_coll_name((braid_coll_kind_t)op->hdr.kind);
+    unsigned long long seq = (unsigned long long)op->hdr.seq;
+    char missing[1024];
+    for (int r = lo; r < hi; r++) {
+        if (r == comm->rank || !peer_dead(comm, op, r))
+            continue;
+        const char *word = peer_failed(comm, op, r);   /* say why, if it said */
+        return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) %s%s while rank %d waits "
+                         "in %s #%llu", r, (int)comm->peers[r].pid, comm->peers[r].hostname,
+                         word ? word : "exited or was killed", word ? " and exited" : "",
+                         comm->rank, what, seq);
+    }
+    for (int r = lo; r < hi; r++) {
+        const char *word = r != comm->rank ? peer_failed(comm, op, r) : NULL;
+        if (word == NULL)
+            continue;
+        int nmiss = op_is_p2p(op) ? 0 : missing_ranks(comm, op->hdr.seq, missing,
+                                                      sizeof(missing));
+        return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) %s while rank %d waits in "
+                         "%s #%llu%s%s%s", r, (int)comm->peers[r].pid, comm->peers[r].hostname,
+                         word, comm->rank, what, seq, nmiss ? "; ranks " : "",
+                         nmiss ? missing : "", nmiss ? " have not reached it" : "");
+    }
+    return BRAID_OK;
+}
+
+static braid_status_t comm_check(void *ctx, const braid_op_t *op, int blocked)
+{
+    braid_comm_t *comm = ctx;
+    int s = atomic_load(&comm->state);
+    if (s == BRAID_COMM_ABORTED || s == BRAID_COMM_REVOKED)
+        return braid_err(BRAID_ERR_ABORTED, "%s #%llu stopped: the communicator (rank %d) was "
+                         "%s", braid_coll_name((braid_coll_kind_t)op->hdr.kind),
+                         (unsigned long long)op->hdr.seq, comm->rank,
+                         s == BRAID_COMM_ABORTED ? "aborted" : "revoked");
+    if (!blocked)
+        return BRAID_OK;
+    if (op_is_p2p(op)) {
+        int peer = op_waits_on(op);
+        return peer >= 0 && peer != comm->rank ? check_peers(comm, op, peer, peer + 1)
+                                               : BRAID_OK;
+    }
+    return check_peers(comm, op, 0, comm->nranks);
 }
 
 static braid_status_t comm_stalled(void *ctx, const braid_op_t *op, double waited)

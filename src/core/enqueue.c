@@ -20,6 +20,7 @@ typedef struct group_job {
 
 typedef struct group_state {
     int depth;
+    braid_status_t error;           /* first failure of a call in the group */
     group_job_t **jobs;
     int njobs, job_cap;
     braid_op_t **ops;
@@ -76,6 +77,7 @@ static void op_header(braid_comm_t *comm, const braid_call_t *call, braid_op_t *
                       : -1;
         h->seq = ++comm->coll_seq;
     }
+    op->p2p_peer = call->root;
     op->expect = *h;
     if (call->kind == BRAID_COLL_RECV)
         op->expect.kind = BRAID_COLL_SEND;   /* a receive matches the peer's send */
@@ -192,6 +194,37 @@ int braid_group_depth(void)
     return group.depth;
 }
 
+void braid_group_fail(braid_status_t st)
+{
+    if (group.depth > 0 && group.error == BRAID_OK)
+        group.error = st;
+}
+
+/* Give back the sequence numbers an op took, so the next call matches the peers again. */
+static void op_unissue(braid_op_t *op)
+{
+    braid_comm_t *comm = op->hook_ctx;
+    if (op->hdr.kind == BRAID_COLL_SEND)
+        comm->p2p_send_seq[op->p2p_peer]--;
+    else if (op->hdr.kind == BRAID_COLL_RECV)
+        comm->p2p_recv_seq[op->p2p_peer]--;
+    else
+        comm->coll_seq--;
+}
+
+/* Drop the queued ops, newest first. */
+static void group_drop_ops(void)
+{
+    for (int i = group.nops - 1; i >= 0; i--) {
+        braid_op_t *op = group.ops[i];
+        op_unissue(op);
+        braid_sched_free(&op->sched);
+        braid_comm_leave(op->hook_ctx);
+        free(op);
+    }
+    group.nops = 0;
+}
+
 void braid_group_start(void)
 {
     group.depth++;
@@ -276,8 +309,10 @@ braid_status_t braid_group_end(void)
 {
     if (--group.depth > 0)
         return BRAID_OK;
-    braid_status_t st = BRAID_OK;
-    if (group.nops > 0)
+    braid_status_t st = group.error;
+    if (st < 0)
+        group_drop_ops();
+    else if (group.nops > 0)
         st = ops_run(group.ops, group.nops);
     braid_status_t sj = group_wait_jobs();
     braid_status_t si = group_wait_inits();
@@ -292,14 +327,11 @@ braid_status_t braid_group_simulate_end(double *seconds_p)
     /* A plain cost model for now: 5 us per step and 5 GB/s per byte moved. */
     double t = 0;
     for (int i = 0; i < group.nops; i++) {
-        braid_op_t *op = group.ops[i];
+        const braid_op_t *op = group.ops[i];
         for (int s = 0; s < op->sched.nsteps; s++)
             t += 5e-6 + (double)op->sched.steps[s].bytes / 5e9;
-        braid_sched_free(&op->sched);
-        braid_comm_leave(op->hook_ctx);
-        free(op);
     }
-    group.nops = 0;
+    group_drop_ops();
     *seconds_p = t;
     return braid_group_end();   /* runs nothing left; joins grouped inits and splits */
 }

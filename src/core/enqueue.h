@@ -27,6 +27,9 @@ typedef struct braid_call {
 braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call);
 
 int braid_group_depth(void);
+/* Inside a group: remember the first failure; the outermost end then runs nothing, undoes
+ * the sequence numbers the queued calls took, and returns it. Outside a group: nothing. */
+void braid_group_fail(braid_status_t st);
 void braid_group_start(void);
 /* Outermost end: run what was queued; wait for grouped inits of blocking comms.
  * Returns INPROGRESS when a nonblocking comm's init is still running. */

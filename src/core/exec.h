@@ -49,6 +49,7 @@ typedef struct braid_op {
     size_t slice;                   /* bytes per slice, at most every slot size */
     const braid_exec_hooks_t *hooks;
     void *hook_ctx;
+    int p2p_peer;                   /* send/recv: the peer (the caller's bookkeeping) */
 
     /* Executor state. */
     uint64_t *tickets;              /* [2 * nranks]: send tickets, then receive tickets */

@@ -61,6 +61,7 @@ typedef struct shm_map {
 struct braid_shm {
     char name[96];
     int unlinked;
+    int setup_done;         /* every rank mapped every segment */
     size_t fifo_bytes, seg_bytes;
     uint32_t nslots;
     shm_map_t *maps;        /* [nranks]: maps[rank] is our own segment */
@@ -202,6 +203,20 @@ static void seg_unlink(braid_shm_t *shm)
     shm->unlinked = 1;
 }
 
+/* Setup failed (a rank died or gave up before all names were unlinked): remove every
+ * rank's name, since a dead rank cannot remove its own. */
+static void seg_unlink_peers(const braid_comm_t *comm)
+{
+    char name[96], path[4200];
+    if (comm->peers == NULL)
+        return;
+    for (int r = 0; r < comm->nranks; r++) {
+        seg_name(name, sizeof(name), comm, r);
+        if (r != comm->rank && seg_path(path, sizeof(path), name) == BRAID_OK)
+            unlink(path);
+    }
+}
+
 static shm_fifo_t *seg_fifo(const braid_shm_t *shm, int owner, int sender)
 {
     return (shm_fifo_t *)((char *)shm->maps[owner].base + SHM_PAGE +
@@ -306,6 +321,7 @@ braid_status_t braid_shm_setup(braid_comm_t *comm)
     BRAID_CHECK(shm_map_peers(comm));
     /* everyone has mapped everyone: the names can go */
     BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
+    shm->setup_done = 1;
     seg_unlink(shm);
     BRAID_CHECK(shm_make_conns(comm));
     BRAID_INFO(BRAID_SUB_SHM | BRAID_SUB_INIT,
@@ -333,6 +349,8 @@ void braid_shm_teardown(braid_comm_t *comm, braid_comm_state_t state)
         }
     }
     seg_unlink(shm);
+    if (!shm->setup_done)
+        seg_unlink_peers(comm);
     for (int r = 0; r < comm->nranks; r++)
         if (shm->maps[r].base != NULL)
             munmap(shm->maps[r].base, shm->maps[r].len);
