@@ -2,8 +2,8 @@
  * The algorithm table and the selector.
  *
  * The choice is a pure function of the call, so that every rank of a communicator picks the
- * same algorithm and their schedules match message for message: ring for all-reduce,
- * all-gather and reduce-scatter, chain for broadcast and reduce, direct for the rest. The
+ * same algorithm and their schedules match message for message: one-shot for small
+ * all-reduces, ring for the other all-reduces, all-gather and reduce-scatter, chain for broadcast and reduce, direct for the rest. The
  * table is in preference order; an algorithm may decline a call (BRAID_ERR_UNSUPPORTED) and
  * the next one that offers the collective is tried.
  *
@@ -12,11 +12,13 @@
  */
 #include "algorithms/sched.h"
 
+extern const braid_algo_t braid_algo_oneshot;
 extern const braid_algo_t braid_algo_ring;
 extern const braid_algo_t braid_algo_chain;
 extern const braid_algo_t braid_algo_direct;
 
 static const braid_algo_t *const algo_table[] = {
+    &braid_algo_oneshot,
     &braid_algo_ring,
     &braid_algo_chain,
     &braid_algo_direct,

@@ -2,6 +2,7 @@
  * Schedule containers: growing arrays of steps, and collective names.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "algorithms/sched.h"
 
@@ -21,9 +22,9 @@ const char *braid_coll_name(braid_coll_kind_t kind)
 
 void braid_sched_init(braid_sched_t *s, size_t elem_size)
 {
-    s->steps = NULL;
+    s->steps = s->inline_steps;
     s->nsteps = 0;
-    s->cap = 0;
+    s->cap = BRAID_SCHED_INLINE;
     s->scratch_bytes = 0;
     s->align = elem_size ? elem_size : 1;
     s->next_flags = 0;
@@ -31,9 +32,11 @@ void braid_sched_init(braid_sched_t *s, size_t elem_size)
 
 void braid_sched_free(braid_sched_t *s)
 {
-    free(s->steps);
-    s->steps = NULL;
-    s->nsteps = s->cap = 0;
+    if (s->steps != s->inline_steps)
+        free(s->steps);
+    s->steps = s->inline_steps;
+    s->nsteps = 0;
+    s->cap = BRAID_SCHED_INLINE;
 }
 
 void braid_sched_stage(braid_sched_t *s)
@@ -47,10 +50,13 @@ braid_status_t braid_sched_add(braid_sched_t *s, int recv_peer, int send_peer, b
     if (bytes == 0)
         return BRAID_OK;
     if (s->nsteps == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 16;
-        braid_step_t *steps = realloc(s->steps, (size_t)cap * sizeof(*steps));
+        int cap = 2 * s->cap;
+        int on_heap = s->steps != s->inline_steps;
+        braid_step_t *steps = realloc(on_heap ? s->steps : NULL, (size_t)cap * sizeof(*steps));
         if (steps == NULL)
             return braid_err(BRAID_ERR_NOMEM, "out of memory growing a schedule to %d steps", cap);
+        if (!on_heap)
+            memcpy(steps, s->inline_steps, sizeof(s->inline_steps));
         s->steps = steps;
         s->cap = cap;
     }

@@ -11,7 +11,7 @@
  *           and sent to send_peer            (if send_peer >= 0)
  *
  * where pre() pre-multiplies a rank's own contribution for ncclAvg/ncclPreMulSum (only on
- * BRAID_STEP_REDUCE steps), and BRAID_STEP_FINAL divides the value for integer ncclAvg.
+ * BRAID_STEP_REDUCE steps, and not when BRAID_STEP_ACC says src is already a partial), and BRAID_STEP_FINAL divides the value for integer ncclAvg.
  * So "send", "recv", "recvReduceSend", "recvReduceCopySend", "recvCopySend" and "copy" are
  * all one step shape. A step with a receive and a source but without BRAID_STEP_REDUCE
  * copies the received data and ignores src (never useful; builders do not emit it).
@@ -67,6 +67,8 @@ typedef struct braid_ref {
 #define BRAID_STEP_REDUCE 0x1u  /* combine the receive with pre(src) (reduction collectives) */
 #define BRAID_STEP_FINAL 0x2u   /* apply the final division of integer ncclAvg to the value */
 #define BRAID_STEP_STAGE 0x4u   /* this step starts a new stage */
+#define BRAID_STEP_ACC 0x8u     /* with REDUCE: src is a partial result, not this rank's own
+                                 * contribution, so it is not pre-multiplied */
 
 typedef struct braid_step {
     int32_t recv_peer;  /* -1: no receive */
@@ -90,9 +92,13 @@ typedef struct braid_coll {
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 } braid_coll_t;
 
+#define BRAID_SCHED_INLINE 16     /* steps stored in the struct: no allocation for most calls */
+
+/* Never copy a braid_sched_t by assignment: `steps` may point into the struct itself. */
 typedef struct braid_sched {
     braid_step_t *steps;
     int nsteps, cap;
+    braid_step_t inline_steps[BRAID_SCHED_INLINE];
     size_t scratch_bytes;        /* scratch the executor must provide (0: none) */
     size_t align;                /* slice sizes are multiples of this (the element size) */
     uint32_t next_flags;         /* flags for the next step added (braid_sched_stage) */

@@ -2,6 +2,7 @@
  * Communicator lifecycle: registry of live handles, init (inline or on a thread), split,
  * shrink, finalize, revoke, destroy and abort.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,18 @@ static braid_status_t comm_tables(braid_comm_t *comm)
     return BRAID_OK;
 }
 
+/* More ranks of this communicator on this host than cores this process may run on? */
+static int comm_oversubscribed(const braid_comm_t *comm)
+{
+    cpu_set_t set;
+    int local = 0, cpus = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        local += comm->peers[r].host_id == comm->peers[comm->rank].host_id;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        cpus = CPU_COUNT(&set);
+    return cpus > 0 && local > cpus;
+}
+
 static braid_status_t comm_slots(braid_comm_t *comm)
 {
     const braid_peer_info_t *r0 = &comm->peers[0];
@@ -219,6 +232,7 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     comm->nonce = braid_bootstrap_nonce(comm->bs);
     BRAID_CHECK(comm_tables(comm));
     BRAID_CHECK(comm_slots(comm));
+    comm->oversubscribed = comm_oversubscribed(comm);
     BRAID_CHECK(braid_shm_setup(comm));
     braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
     atomic_store(&ctrl->state, BRAID_COMM_READY);

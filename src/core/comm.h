@@ -78,6 +78,7 @@ struct ncclComm {
     uint8_t *pid_visible;              /* [nranks] peer's pid can be watched via /proc */
     uint64_t child_count;              /* splits and shrinks made from this comm */
     int check_host_ptrs;               /* check buffers are CPU-readable (device/device.h) */
+    int oversubscribed;                /* more ranks on this host than cores we may run on */
     braid_premul_t *premuls;           /* ncclRedOpCreatePreMulSum handles */
     int npremuls;
 

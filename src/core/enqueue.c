@@ -117,6 +117,7 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
     op->slice = comm->slot_size / op->sched.align * op->sched.align;
     op->hooks = &braid_comm_exec_hooks;
     op->hook_ctx = comm;
+    op->oversubscribed = comm->oversubscribed;
     op_header(comm, call, op);
     return BRAID_OK;
 }
@@ -126,8 +127,9 @@ static int op_is_coll(const braid_op_t *op)
     return op->hdr.kind != BRAID_COLL_SEND && op->hdr.kind != BRAID_COLL_RECV;
 }
 
-/* Run operations together (one call, or a whole group), then free them. */
-static braid_status_t ops_run(braid_op_t **ops, int n)
+/* Run operations together (one call, or a whole group), then release them (and free them
+ * when they are the group's heap copies). */
+static braid_status_t ops_run(braid_op_t **ops, int n, int heap)
 {
     braid_status_t st = BRAID_OK;
     for (int i = 0; i < n && st == BRAID_OK; i++) {
@@ -145,7 +147,8 @@ static braid_status_t ops_run(braid_op_t **ops, int n)
             braid_comm_set_error(comm, st);
         braid_op_finish(ops[i]);
         braid_comm_leave(comm);
-        free(ops[i]);
+        if (heap)
+            free(ops[i]);
     }
     return st;
 }
@@ -166,20 +169,22 @@ static braid_status_t group_push(void ***arr, int *len, int *cap, void *item)
 
 braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call)
 {
-    braid_op_t *op = calloc(1, sizeof(*op));
-    if (op == NULL)
+    braid_op_t now, *op = &now;   /* a call outside a group runs from the stack */
+    if (group.depth > 0 && (op = malloc(sizeof(*op))) == NULL)
         return braid_err(BRAID_ERR_NOMEM, "out of memory for a %s call",
                          braid_coll_name(call->kind));
+    memset(op, 0, sizeof(*op));
     braid_status_t st = op_build(comm, call, op);
     if (st < 0) {
         braid_sched_free(&op->sched);
-        free(op);
+        if (op != &now)
+            free(op);
         return st;
     }
     /* the comm stays entered until the op has run: an abort waits for it */
     atomic_fetch_add(&comm->busy, 1);
-    if (group.depth == 0)
-        return ops_run(&op, 1);
+    if (op == &now)
+        return ops_run(&op, 1, 0);
     st = group_push((void ***)&group.ops, &group.nops, &group.cap, op);
     if (st < 0) {
         braid_comm_leave(comm);
@@ -313,7 +318,7 @@ braid_status_t braid_group_end(void)
     if (st < 0)
         group_drop_ops();
     else if (group.nops > 0)
-        st = ops_run(group.ops, group.nops);
+        st = ops_run(group.ops, group.nops, 1);
     braid_status_t sj = group_wait_jobs();
     braid_status_t si = group_wait_inits();
     group_release();

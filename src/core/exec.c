@@ -54,20 +54,30 @@ static void stage_enter(braid_op_t *op, int begin)
     op->niter = begin < op->sched.nsteps ? stage_niter(op) : 0;
 }
 
+static void tickets_free(braid_op_t *op)
+{
+    if (op->tickets != op->tickets_inline)
+        free(op->tickets);
+    op->tickets = NULL;
+}
+
 braid_status_t braid_op_start(braid_op_t *op)
 {
     int n = op->nranks;
     if (op->slice < op->sched.align || op->slice % op->sched.align)
         return braid_err(BRAID_ERR_INTERNAL, "slice of %zu bytes is not a multiple of %zu",
                          op->slice, op->sched.align);
-    op->tickets = calloc(2 * (size_t)n, sizeof(*op->tickets));
-    if (op->tickets == NULL)
-        return braid_err(BRAID_ERR_NOMEM, "out of memory starting an operation on %d ranks", n);
+    op->tickets = op->tickets_inline;
+    if (2 * n > BRAID_OP_INLINE_TICKETS) {
+        op->tickets = malloc(2 * (size_t)n * sizeof(*op->tickets));
+        if (op->tickets == NULL)
+            return braid_err(BRAID_ERR_NOMEM, "out of memory starting an operation on %d ranks",
+                             n);
+    }
     if (op->sched.scratch_bytes) {
         op->bufs[BRAID_BUF_SCRATCH] = malloc(op->sched.scratch_bytes);
         if (op->bufs[BRAID_BUF_SCRATCH] == NULL) {
-            free(op->tickets);
-            op->tickets = NULL;
+            tickets_free(op);
             return braid_err(BRAID_ERR_NOMEM, "out of memory allocating %zu bytes of scratch",
                              op->sched.scratch_bytes);
         }
@@ -109,8 +119,7 @@ void braid_op_finish(braid_op_t *op)
      * broken by the caller. */
     if (op->started)
         op_conns_release(op);
-    free(op->tickets);
-    op->tickets = NULL;
+    tickets_free(op);
     if (op->sched.scratch_bytes)
         free(op->bufs[BRAID_BUF_SCRATCH]);
     op->bufs[BRAID_BUF_SCRATCH] = NULL;
@@ -151,7 +160,8 @@ static void slice_compute(const braid_op_t *op, const braid_step_t *st, void *ou
     size_t n = len / op->sched.align;
     const braid_redop_spec_t *r = &op->redop;
     int reduce = (st->flags & BRAID_STEP_REDUCE) != 0;
-    const braid_scalar_t *pre = reduce && r->premul ? &r->scalar : NULL;
+    int own = reduce && !(st->flags & BRAID_STEP_ACC);   /* src is this rank's input */
+    const braid_scalar_t *pre = own && r->premul ? &r->scalar : NULL;
 
     if (in != NULL && reduce && src != NULL)
         braid_kern_reduce(op->dtype, r->kind, out, in, src, n, pre);
@@ -165,6 +175,28 @@ static void slice_compute(const braid_op_t *op, const braid_step_t *st, void *ou
         braid_kern_divide(op->dtype, out, out, n, r->postdiv);
 }
 
+/*
+ * Produce a slice into the send slot and/or the destination. With both, go block by block:
+ * the copy to the destination then reads a block the computation just left in L1, so the
+ * second output costs one write instead of a second pass over memory.
+ */
+#define EXEC_BLOCK (16 * 1024)
+
+static void slice_run(const braid_op_t *op, const braid_step_t *st, char *out, char *dst,
+                      const char *in, const char *src, size_t len)
+{
+    if (out == NULL || dst == NULL) {
+        slice_compute(op, st, out != NULL ? out : dst, in, src, len);
+        return;
+    }
+    for (size_t o = 0; o < len; o += EXEC_BLOCK) {
+        size_t b = len - o < EXEC_BLOCK ? len - o : EXEC_BLOCK;
+        slice_compute(op, st, out + o, in != NULL ? in + o : NULL, src != NULL ? src + o : NULL,
+                      b);
+        memcpy(dst + o, out + o, b);
+    }
+}
+
 /* Move slice `iter` of one step: INPROGRESS if a slot is not ready yet. */
 static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
 {
@@ -176,6 +208,7 @@ static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
     const void *in = NULL;
     void *out = NULL;
     int n = op->nranks;
+
 
     if (st->recv_peer >= 0) {
         rc = op->recv_conns[st->recv_peer];
@@ -208,10 +241,7 @@ static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
             return braid_err(BRAID_ERR_INTERNAL, "slot of %zu bytes to rank %d is smaller "
                              "than the %zu-byte slice", cap, st->send_peer, len);
     }
-    char *src = ref_ptr(op, st->src, off), *dst = ref_ptr(op, st->dst, off);
-    slice_compute(op, st, out != NULL ? out : dst, in, src, len);
-    if (out != NULL && dst != NULL)
-        braid_kern_copy(dst, out, len);
+    slice_run(op, st, out, ref_ptr(op, st->dst, off), in, ref_ptr(op, st->src, off), len);
     if (sc != NULL)
         BRAID_CHECK(braid_conn_send_commit(sc, len, &op->hdr));
     if (rc != NULL)
@@ -242,18 +272,21 @@ braid_status_t braid_op_progress(braid_op_t *op)
     return BRAID_OK;
 }
 
-/* Waiting: spin a little, then yield the core, then sleep, so that ranks may outnumber
- * cores without starving the one that holds the data. */
-static void backoff(unsigned idle)
+/*
+ * Waiting: spin a little, then yield the core, then sleep, so that ranks may outnumber cores
+ * without starving the one that holds the data. When they do (`oversub`), spinning only
+ * delays that rank, so waiting starts with yielding.
+ */
+static void backoff(unsigned idle, int oversub)
 {
-    if (idle < 128) {
+    if (idle < (oversub ? 0u : 256u)) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
-    } else if (idle < 1024) {
+    } else if (idle < 8192) {
         sched_yield();
     } else {
-        unsigned shift = (idle - 1024) / 64;
+        unsigned shift = (idle - 8192) / 64;
         long ns = 20000L << (shift < 5 ? shift : 5);   /* 20 us .. 640 us */
         struct timespec ts = { 0, ns };
         nanosleep(&ts, NULL);
@@ -281,7 +314,10 @@ braid_status_t braid_exec_run(braid_op_t **ops, int nops)
     double check_every = (double)braid_param_int(BRAID_P_CHECK_PEERS_MS) * 1e-3;
     double next_check = braid_now() + check_every;
     unsigned idle = 0;
+    int oversub = 0;
 
+    for (int i = 0; i < nops; i++)
+        oversub |= ops[i]->oversubscribed;
     for (;;) {
         int pending = 0, moved = 0;
         for (int i = 0; i < nops; i++) {
@@ -303,8 +339,8 @@ braid_status_t braid_exec_run(braid_op_t **ops, int nops)
         if (moved)
             idle = 0;
         else
-            backoff(idle++);
-        if (moved || (idle & 15) == 0 || idle > 1024) {
+            backoff(idle++, oversub);
+        if (moved || (idle & 15) == 0 || idle > 8192) {
             double now = braid_now();
             for (int i = 0; i < nops; i++)
                 if (ops[i]->last_progress < 0)

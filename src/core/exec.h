@@ -50,9 +50,12 @@ typedef struct braid_op {
     const braid_exec_hooks_t *hooks;
     void *hook_ctx;
     int p2p_peer;                   /* send/recv: the peer (the caller's bookkeeping) */
+    int oversubscribed;             /* more ranks on this host than cores: yield, don't spin */
 
     /* Executor state. */
     uint64_t *tickets;              /* [2 * nranks]: send tickets, then receive tickets */
+#define BRAID_OP_INLINE_TICKETS 64
+    uint64_t tickets_inline[BRAID_OP_INLINE_TICKETS];   /* used up to 32 ranks */
     int stage_begin, stage_end, step;
     size_t iter, niter;
     uint64_t slices_done;           /* grows with every slice moved: progress indicator */

