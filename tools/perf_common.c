@@ -2,11 +2,12 @@
  * perf_common: the driver shared by the *_perf tools (see perf_common.h).
  *
  * Flow, as in nccl-tests: parse flags; find this process's ranks; every rank (one thread
- * each) makes its communicator with ncclCommInitRank; for each type and op: warm up at
- * the largest and smallest size, then for each size time `iters` calls out of place and
- * in place, check one call against the expected data, and let global rank 0 print the
- * row. Ranks agree on times and error counts through their own communicator (a one-
- * element all-reduce), so threads and processes need no other channel.
+ * each) makes its communicator with ncclCommInitRank; for each type, op and root (-r -1:
+ * every rank): warm up at the largest and smallest size, then for each size time `iters`
+ * calls out of place and in place, check one call against the expected data (a rank
+ * whose recvbuff the collective must not touch checks that it did not), and let global
+ * rank 0 print the row. Ranks agree on times and error counts through their own
+ * communicator (a one-element all-reduce), so threads and processes need no other channel.
  *
  * The data and its check live in perf_data.c.
  */
@@ -72,7 +73,8 @@ static void perf_usage(FILE *out, const char *prog)
         "  -o,--op OP             sum, prod, max, min, avg, mulsum or all (default sum)\n"
         "  -d,--datatype TYPE     int8 uint8 int32 uint32 int64 uint64 half float double\n"
         "                         bfloat16 f8e4m3 f8e5m2, or all (default float)\n"
-        "  -r,--root N            root rank of rooted collectives (default 0)\n"
+        "  -r,--root N            root rank of rooted collectives, -1 = each rank in turn\n"
+        "                         (default 0)\n"
         "  -z,--blocking 0/1/2    1: barrier after every call (or -m group); 2 = 0 on host\n"
         "  -y,--stream_null 0/1   accepted; host calls take no stream\n"
         "  -T,--timeout SECONDS   fail a call that takes longer (default 0: none)\n"
@@ -164,7 +166,7 @@ static int perf_parse_opt(const char *prog, int c, const char *arg, perf_args_t 
     case 'p': return perf_parse_int(prog, 'p', arg, 0, 1, &a->parallel_init);
     case 'c': return perf_parse_int(prog, 'c', arg, 0, INT_MAX, &a->check);
     case 'o': case 'd': return perf_parse_name(prog, c, arg, a);
-    case 'r': return perf_parse_int(prog, 'r', arg, 0, INT_MAX, &a->root);
+    case 'r': return perf_parse_int(prog, 'r', arg, -1, INT_MAX, &a->root);
     case 'z': return perf_parse_int(prog, 'z', arg, 0, 2, &a->blocking);
     case 'y': return perf_parse_int(prog, 'y', arg, 0, 1, &a->stream_null);
     case 'T': return perf_parse_int(prog, 'T', arg, 0, INT_MAX, &a->timeout);
@@ -282,6 +284,7 @@ typedef struct perf_case {
     perf_sizes_t s;
     size_t bytes;          /* printed size: max(send, recv) bytes */
     const char *op_name;
+    int keep;              /* this rank's recvbuff must not change (root_only, not root) */
 } perf_case_t;
 
 static int64_t perf_now_ns(void)
@@ -480,23 +483,24 @@ static void perf_row_begin(perf_rank_t *rk, const perf_case_t *pc)
              pc->s.param_count, pc->d.type->name, pc->op_name, pc->d.root);
 }
 
+/* `wrong` < 0: not checked (-c 0, or an in-place result nccl-tests does not define). */
 static void perf_row_half(perf_rank_t *rk, int in_place, double usec, double algbw,
                           double busbw, long long wrong)
 {
-    char ts[8], as[7], bs[7], ws[16];
+    char ts[8], as[7], bs[7], ws[24];
     size_t len = strlen(rk->json_row);
     if (rk->rank != 0)
         return;
     perf_fmt(ts, 7, usec);
     perf_fmt(as, 6, algbw);
     perf_fmt(bs, 6, busbw);
-    if (rk->job->a.check)
+    if (wrong >= 0)
         snprintf(ws, sizeof(ws), "%lld", wrong);
-    printf("  %7s  %6s  %6s  %6s", ts, as, bs, rk->job->a.check ? ws : "N/A");
+    printf("  %7s  %6s  %6s  %6s", ts, as, bs, wrong >= 0 ? ws : "N/A");
     snprintf(rk->json_row + len, sizeof(rk->json_row) - len,
              ",\"%s\":{\"%s\":%.3f,\"alg_bw\":%.6f,\"bus_bw\":%.6f,\"nwrong\":%s}",
              in_place ? "in_place" : "out_of_place", rk->job->a.cputime ? "cpu_time" : "time",
-             usec, algbw, busbw, rk->job->a.check ? ws : "null");
+             usec, algbw, busbw, wrong >= 0 ? ws : "null");
 }
 
 static void perf_row_end(perf_rank_t *rk)
@@ -516,6 +520,7 @@ static void perf_row_end(perf_rank_t *rk)
 static void perf_case_size(perf_rank_t *rk, perf_case_t *pc, size_t bytes)
 {
     size_t ws = (size_t)pc->d.type->size;
+    pc->s = (perf_sizes_t){ .elt_size = ws };
     rk->job->coll->sizes(bytes / ws, rk->job->nranks, &pc->s);
     pc->bytes = (pc->s.send_count > pc->s.recv_count ? pc->s.send_count : pc->s.recv_count) * ws;
 }
@@ -547,8 +552,16 @@ static void perf_start(perf_rank_t *rk, const perf_case_t *pc, int in_place, siz
         perf_nccl(rk, "ncclRedOpDestroy", ncclRedOpDestroy(op, rk->comm));
 }
 
+/* The part of recvbuff this rank checks. */
+static char *perf_recv_region(const perf_rank_t *rk, const perf_case_t *pc, int in_place)
+{
+    size_t off = in_place ? pc->s.recv_inplace_off * (size_t)rk->rank : 0;
+    return rk->recv + off * (size_t)pc->d.type->size;
+}
+
 /* Fresh input (and, with `expected`, the expected output); the receive side is poisoned
- * with all-ones bytes (NaN for every float type) so an element never written is wrong. */
+ * with all-ones bytes (NaN for every float type) so an element never written is wrong.
+ * A rank whose recvbuff must not change expects it as it is now, input included. */
 static void perf_init_data(perf_rank_t *rk, const perf_case_t *pc, int in_place,
                            uint32_t seed, int expected)
 {
@@ -557,18 +570,33 @@ static void perf_init_data(perf_rank_t *rk, const perf_case_t *pc, int in_place,
     void *in = in_place ? rk->recv + pc->s.send_inplace_off * (size_t)rk->rank * ws : rk->send;
     d.seed = seed;
     memset(rk->recv, 0xff, pc->bytes);
-    rk->job->coll->fill(&d, &pc->s, rk->rank, in, expected ? rk->expected : NULL);
+    rk->job->coll->fill(&d, &pc->s, rk->rank, in, expected && !pc->keep ? rk->expected : NULL);
+    if (expected && pc->keep)
+        memcpy(rk->expected, perf_recv_region(rk, pc, in_place), pc->s.recv_count * ws);
+}
+
+/* Elements whose bytes differ: the check of a buffer that must stay as it was. */
+static size_t perf_count_changed(const char *got, const char *expected, size_t count,
+                                 size_t ws)
+{
+    size_t changed = 0;
+    for (size_t j = 0; j < count; j++)
+        changed += memcmp(got + j * ws, expected + j * ws, ws) != 0;
+    return changed;
 }
 
 static long long perf_check(perf_rank_t *rk, const perf_case_t *pc, int in_place)
 {
     long long wrong = 0;
     for (int c = 0; c < rk->job->a.check; c++) {
-        size_t off = in_place ? pc->s.recv_inplace_off * (size_t)rk->rank : 0;
+        const char *got;
         perf_init_data(rk, pc, in_place, ++rk->rep, 1);
         perf_start(rk, pc, in_place, 0);
-        wrong = (long long)perf_data_check(&pc->d, rk->recv + off * (size_t)pc->d.type->size,
-                                           rk->expected, pc->s.recv_count);
+        got = perf_recv_region(rk, pc, in_place);
+        wrong = (long long)(pc->keep ? perf_count_changed(got, rk->expected, pc->s.recv_count,
+                                                          (size_t)pc->d.type->size)
+                                     : perf_data_check(&pc->d, got, rk->expected,
+                                                       pc->s.recv_count));
         perf_agree(rk, &wrong, 1, ncclInt64, ncclSum);
         if (wrong != 0)
             break;
@@ -610,21 +638,24 @@ static void perf_bench(perf_rank_t *rk, const perf_case_t *pc, int in_place)
     sec = perf_time_agree(rk, sec);
     double algbw = sec > 0 ? (double)pc->bytes / 1e9 / sec : 0;
     double busbw = algbw * rk->job->coll->bus_factor(rk->job->nranks);
-    long long wrong = perf_check(rk, pc, in_place);
+    long long wrong = -1;
+    if (a->check && !(in_place && rk->job->coll->inplace_na))
+        wrong = perf_check(rk, pc, in_place);
     perf_row_half(rk, in_place, sec * 1e6, algbw, busbw, wrong);
     rk->bw_sum += busbw;
     rk->bw_count++;
-    rk->errors += wrong != 0;
+    rk->errors += wrong > 0;
 }
 
 /* nccl-tests' TimeTest: warm up at both ends, then the sweep, -N times. */
-static void perf_time_test(perf_rank_t *rk, const perf_type_t *t, int op)
+static void perf_time_test(perf_rank_t *rk, const perf_type_t *t, int op, int root)
 {
     const perf_args_t *a = &rk->job->a;
     const perf_coll_t *coll = rk->job->coll;
-    perf_case_t pc = { .d = { .type = t, .op = coll->uses_op ? op : ncclSum,
-                              .nranks = rk->job->nranks, .root = coll->uses_root ? a->root : -1 },
-                       .op_name = coll->uses_op ? perf_op_names[op] : "none" };
+    perf_case_t pc = { .d = { .type = t, .op = coll->uses_op ? op : PERF_OP_NONE,
+                              .nranks = rk->job->nranks, .root = root },
+                       .op_name = coll->uses_op || coll->labels_op ? perf_op_names[op] : "none",
+                       .keep = coll->root_only && rk->rank != root };
     perf_data_init(&pc.d);
     perf_barrier(rk);
     for (int end = 0; end < 2; end++) {
@@ -679,16 +710,22 @@ static void perf_register(perf_rank_t *rk, int undo)
     }
 }
 
+/* Every type, then every op, then every root, in nccl-tests' order. */
 static void perf_run_tests(perf_rank_t *rk)
 {
     const perf_args_t *a = &rk->job->a;
+    const perf_coll_t *coll = rk->job->coll;
     int op_lo = a->op < 0 ? 0 : a->op, op_hi = a->op < 0 ? PERF_NOPS - 1 : a->op;
     int t_lo = a->type < 0 ? 0 : a->type, t_hi = a->type < 0 ? PERF_NTYPES - 1 : a->type;
-    if (!rk->job->coll->uses_op)
+    int r_lo = a->root < 0 ? 0 : a->root, r_hi = a->root < 0 ? rk->job->nranks - 1 : a->root;
+    if (!coll->uses_op && !coll->labels_op)
         op_lo = op_hi = ncclSum;
+    if (!coll->uses_root)
+        r_lo = r_hi = -1;
     for (int t = t_lo; t <= t_hi; t++)
         for (int op = op_lo; op <= op_hi; op++)
-            perf_time_test(rk, &perf_types[t], op);
+            for (int root = r_lo; root <= r_hi; root++)
+                perf_time_test(rk, &perf_types[t], op, root);
 }
 
 static void *perf_rank_main(void *arg)
@@ -760,6 +797,19 @@ static int perf_job_run(perf_job_t *job)
     return 0;
 }
 
+/* ---- bus factors shared by the tools ---- */
+
+double perf_bus_factor_nm1(int nranks)
+{
+    return nranks > 0 ? (double)(nranks - 1) / nranks : 0.0;
+}
+
+double perf_bus_factor_one(int nranks)
+{
+    (void)nranks;
+    return 1.0;
+}
+
 /* ---- main ---- */
 
 static void perf_print_intro(const perf_job_t *job)
@@ -788,7 +838,7 @@ static int perf_job_setup(perf_job_t *job)
     if (perf_job_env(job) != 0)
         return 2;
     job->nranks = job->nprocs * job->a.nthreads;
-    if (job->coll->uses_root && job->a.root >= job->nranks) {
+    if (job->coll->uses_root && job->a.root >= job->nranks) {   /* -1: every root */
         fprintf(stderr, "%s: -r %d: the root must be below the rank count %d\n", prog,
                 job->a.root, job->nranks);
         return 2;

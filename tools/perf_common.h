@@ -25,6 +25,8 @@
 
 /* Operator index of the tools' "mulsum": ncclRedOpCreatePreMulSum per call, as nccl-tests. */
 #define PERF_OP_MULSUM ((int)ncclNumOps)
+/* The data "op" of collectives that only move data: a wide range of exact values. */
+#define PERF_OP_NONE (-1)
 #define PERF_NOPS 6      /* sum prod max min avg mulsum */
 #define PERF_NTYPES 12   /* every ncclDataType_t */
 
@@ -43,9 +45,9 @@ typedef struct perf_type {
 /* What one collective call of a sweep works on: the type, the op and the data recipe. */
 typedef struct perf_data {
     const perf_type_t *type;
-    int op;          /* ncclRedOp_t value below ncclNumOps, or PERF_OP_MULSUM */
+    int op;          /* ncclRedOp_t value below ncclNumOps, PERF_OP_MULSUM or PERF_OP_NONE */
     int nranks;
-    int root;
+    int root;        /* rooted collectives: the root of this call; -1 otherwise */
     uint32_t seed;   /* changes for every check, so stale results never look right */
     /* recipe, set by perf_data_init */
     int kind;        /* PERF_VALS_RANGE or PERF_VALS_POW2 */
@@ -55,8 +57,10 @@ typedef struct perf_data {
 
 enum { PERF_VALS_RANGE = 0, PERF_VALS_POW2 = 1 };
 
-/* Element counts of one call for `count` = size / element size (nccl-tests' getCollByteCount). */
+/* Element counts of one call for `count` = size / element size (nccl-tests' getCollByteCount).
+ * The driver sets elt_size before it calls sizes(); the rest is sizes()'s output. */
 typedef struct perf_sizes {
+    size_t elt_size;     /* in: bytes per element */
     size_t send_count;   /* elements each rank sends */
     size_t recv_count;   /* elements each rank receives, and checks */
     size_t param_count;  /* the count argument of the call */
@@ -70,12 +74,18 @@ typedef struct perf_coll {
     const char *name;    /* "all_reduce": JSON field "collective" */
     const char *call;    /* "ncclAllReduce": named in error messages */
     int uses_op;         /* -o applies (otherwise op column prints "none") */
-    int uses_root;       /* -r applies (otherwise root column prints -1) */
+    int labels_op;       /* -o is swept and printed but not passed (sendrecv, as nccl-tests) */
+    int uses_root;       /* -r applies, -r -1 sweeps every root (otherwise root prints -1) */
+    int root_only;       /* only the root's recvbuff changes; the others' must not (reduce,
+                          * gather): fill() gets expected == NULL on those ranks */
+    int inplace_na;      /* the in-place result is not checked: #wrong prints N/A, as
+                          * nccl-tests does for alltoall and sendrecv */
     void (*sizes)(size_t count, int nranks, perf_sizes_t *sizes_p);
     /* busbw = algbw * bus_factor(nranks) */
     double (*bus_factor)(int nranks);
-    /* Write this rank's input (send_count elements at `in`) and, if `expected` is not
-     * NULL, the recv_count elements this rank must receive. */
+    /* Write this rank's input (send_count elements at `in`; rooted collectives whose
+     * root alone sends may leave the others' untouched) and, if `expected` is not NULL,
+     * the recv_count elements this rank must receive. d->nranks and d->root are set. */
     void (*fill)(const perf_data_t *d, const perf_sizes_t *s, int rank, void *in,
                  void *expected);
     /* One collective call; stream is always NULL (host buffers). `op` may be a
@@ -86,6 +96,26 @@ typedef struct perf_coll {
 
 /* Parse argv, run the sweep, print; returns the process exit status. */
 int perf_main(int argc, char **argv, const perf_coll_t *coll);
+
+/* nccl-tests' per-rank block of the collectives that split a size among ranks:
+ * count / nranks elements, rounded down to a multiple of 16 bytes. */
+static inline size_t perf_rank_block(size_t count, int nranks, size_t elt_size)
+{
+    size_t per16 = elt_size > 0 && elt_size < 16 ? 16 / elt_size : 1;
+    return nranks > 0 ? count / (size_t)nranks / per16 * per16 : 0;
+}
+
+/* Address of element `i` of `buf` in d's type. */
+static inline void *perf_elem(const perf_data_t *d, void *buf, size_t i)
+{
+    return (char *)buf + i * (size_t)d->type->size;
+}
+
+/* (n-1)/n: the bus factor of all-gather, reduce-scatter, alltoall, gather and scatter. */
+double perf_bus_factor_nm1(int nranks);
+
+/* 1: the bus factor of broadcast, reduce and sendrecv. */
+double perf_bus_factor_one(int nranks);
 
 /* ---- data helpers for fill() ---- */
 

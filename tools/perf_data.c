@@ -198,6 +198,12 @@ void perf_data_init(perf_data_t *d)
 
     d->kind = PERF_VALS_RANGE;
     d->tol = 0;
+    if (op == PERF_OP_NONE) {
+        /* data only moves: every value exact, as many as fit (up to 2^20) */
+        d->hi = exact < 1048576.0 ? (int64_t)exact : 1048576;
+        d->lo = t->is_signed ? -d->hi : 0;
+        return;
+    }
     if (op == ncclProd) {
         /* floats: {-1, 1/2, 1, 2} stay exact while 2^n fits; integers wrap exactly */
         d->kind = PERF_VALS_POW2;
@@ -421,10 +427,35 @@ static int perf_selftest_case(FILE *out, const perf_type_t *t, int op, int n)
     return 1;
 }
 
+/* The data of collectives that only move it: stored exactly, and a change shows. */
+static int perf_selftest_none(FILE *out, const perf_type_t *t)
+{
+    enum { COUNT = 257 };
+    uint64_t buf[COUNT], copy[COUNT];
+    perf_data_t d = { .type = t, .op = PERF_OP_NONE, .nranks = 2, .seed = 7 };
+    size_t inexact = 0, w[2];
+    perf_data_init(&d);
+    perf_data_fill(&d, 1, buf, 0, COUNT);
+    for (size_t i = 0; i < COUNT; i++)
+        inexact += perf_type_load(t, buf, i) != perf_data_value(&d, 1, i);
+    memcpy(copy, buf, sizeof(buf));
+    w[0] = perf_data_check(&d, copy, buf, COUNT);
+    ((unsigned char *)copy)[7 * (size_t)t->size] ^= 1;
+    w[1] = perf_data_check(&d, copy, buf, COUNT);
+    if (inexact == 0 && d.tol == 0 && w[0] == 0 && w[1] == 1)
+        return 0;
+    fprintf(out, "selftest: %s data-movement values: %zu stored inexactly (want 0), %zu and "
+            "%zu wrong before and after one change (want 0 and 1)\n", t->name, inexact, w[0],
+            w[1]);
+    return 1;
+}
+
 int perf_data_selftest(FILE *out)
 {
     static const int nranks[] = { 1, 2, 3, 4, 5, 8, 16 };
     int fails = perf_selftest_encode(out);
+    for (int t = 0; t < PERF_NTYPES; t++)
+        fails += perf_selftest_none(out, &perf_types[t]);
     for (int t = 0; t < PERF_NTYPES; t++)
         for (int op = 0; op < PERF_NOPS; op++)
             for (size_t k = 0; k < sizeof(nranks) / sizeof(nranks[0]); k++)

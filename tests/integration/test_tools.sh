@@ -1,16 +1,24 @@
 #!/bin/sh
-# Integration test of the launcher and the bandwidth tool: braidrun and all_reduce_perf.
+# shellcheck disable=SC2016   # commands for the ranks' shells are single-quoted on purpose
+# Integration test of the launcher and the bandwidth tools: braidrun and every *_perf.
 #
 #     tests/integration/test_tools.sh BUILD_DIR     (or BRAID_BUILD_DIR=BUILD_DIR)
 #
-# BUILD_DIR holds braidrun and all_reduce_perf (directly or in tools/). Exit status: 0 all
-# checks passed, 1 a check failed, 77 (automake SKIP) the tools are not built.
+# BUILD_DIR holds braidrun and the tools (directly or in tools/). For each tool: usage and
+# exit status 2 on bad flags; the header, the columns and the sizes of a table on 2 ranks,
+# as threads (-t 2) and as processes (braidrun), with #wrong 0; every flag; every type, op
+# and root on 3 ranks; -J rows as JSON with nccl-tests' size, count and busbw factor; and a
+# wrong result counted, through an LD_PRELOAD shim built here from perf_corrupt.c (skipped,
+# with a message, when no C compiler is found). Exit status: 0 all checks passed, 1 a check
+# failed, 77 (automake SKIP) braidrun or all_reduce_perf is not built.
 
 BUILD_DIR=${1:-${BRAID_BUILD_DIR:-}}
 if [ -z "$BUILD_DIR" ]; then
     echo "usage: $0 BUILD_DIR (or set BRAID_BUILD_DIR)" >&2
     exit 1
 fi
+SRC_DIR=${BRAID_SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+TOOLS="all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv"
 
 find_tool() {
     for d in "$BUILD_DIR/tools" "$BUILD_DIR"; do
@@ -23,12 +31,12 @@ find_tool() {
 }
 
 BRAIDRUN=$(find_tool braidrun) || { echo "SKIP: no braidrun in $BUILD_DIR"; exit 77; }
-PERF=$(find_tool all_reduce_perf) || { echo "SKIP: no all_reduce_perf in $BUILD_DIR"; exit 77; }
+find_tool all_reduce_perf >/dev/null || { echo "SKIP: no all_reduce_perf in $BUILD_DIR"; exit 77; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_tools.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT INT TERM
 FAILS=0
 # Never hang a CI job: every command gets a wall-clock limit.
-T="timeout 300"
+T="timeout 120"
 
 fail() {
     echo "FAIL: $1"
@@ -88,38 +96,174 @@ fi
 run "braidrun SIGTERM after failure" 5 env BRAIDRUN_KILL_AFTER=0 "$BRAIDRUN" -n 2 sh -c \
     'if [ "$RANK" = 1 ]; then exit 5; fi; sleep 60' && pass "BRAIDRUN_KILL_AFTER=0 stops the others at once"
 
-# ---- all_reduce_perf ----
+# ---- the bandwidth tools ----
 
-run "all_reduce_perf -h" 0 "$PERF" -h && expect_in "all_reduce_perf -h prints usage" "$TMP/out" "^usage: "
-run "all_reduce_perf bad flag" 2 "$PERF" -q && expect_in "all_reduce_perf bad flag: usage" "$TMP/err" "^usage: "
-run "all_reduce_perf bad value" 2 "$PERF" -d notatype && expect_in "all_reduce_perf bad value: usage" "$TMP/err" "^usage: "
-run "all_reduce_perf -g 2" 2 "$PERF" -g 2 && pass "all_reduce_perf -g 2 exits 2"
+# tool_info NAME: what nccl-tests prints for it. OP: the redop column; ROOT: the root
+# column by default; SPLIT: 1 if count is size/nranks (rounded to 16 bytes), 0 if size;
+# BUS: busbw/algbw as a function of n; NA: 1 if the in-place #wrong is N/A.
+tool_info() {
+    case $1 in
+    all_reduce)     OP=sum  ROOT=-1 SPLIT=0 BUS="2*(n-1)/n" NA=0 ;;
+    all_gather)     OP=none ROOT=-1 SPLIT=1 BUS="(n-1)/n" NA=0 ;;
+    reduce_scatter) OP=sum  ROOT=-1 SPLIT=1 BUS="(n-1)/n" NA=0 ;;
+    broadcast)      OP=none ROOT=0  SPLIT=0 BUS="1" NA=0 ;;
+    reduce)         OP=sum  ROOT=0  SPLIT=0 BUS="1" NA=0 ;;
+    alltoall)       OP=none ROOT=-1 SPLIT=1 BUS="(n-1)/n" NA=1 ;;
+    gather)         OP=none ROOT=0  SPLIT=1 BUS="(n-1)/n" NA=0 ;;
+    scatter)        OP=none ROOT=0  SPLIT=1 BUS="(n-1)/n" NA=0 ;;
+    sendrecv)       OP=sum  ROOT=-1 SPLIT=0 BUS="1" NA=1 ;;
+    esac
+}
+
+# rows N: "ROWS BAD SIZES" of the float table in $TMP/out; a row is bad unless it has 13
+# fields, the tool's redop and root, #wrong 0 (N/A in place where nccl-tests prints it)
+# and nccl-tests' count for its size on N ranks.
+rows() {
+    awk -v op="$OP" -v root="$ROOT" -v sp="$SPLIT" -v na="$NA" -v n="$1" '
+        !/^#/ && NF > 0 {
+            rows++; sizes = sizes " " $1
+            inplace = na ? "N/A" : "0"
+            count_ok = sp ? $2 * n * 4 == $1 : $2 * 4 == $1
+            if (!(NF == 13 && $3 == "float" && $4 == op && $5 == root && $9 == "0" &&
+                  $13 == inplace && count_ok)) bad++
+        }
+        END { printf "%d %d%s\n", rows, bad, sizes }' "$TMP/out"
+}
+
+# check_table NAME N SIZES: header, columns, footer and rows of a table on N ranks.
+check_table() {
+    expect_in "$1: header" "$TMP/out" "^# Collective test starting: ${TOOL}_perf\$"
+    expect_in "$1: column titles" "$TMP/out" "^#  +size +count +type +redop +root +(cpu)?time +algbw +busbw +#wrong +(cpu)?time +algbw +busbw +#wrong\$"
+    expect_in "$1: footer" "$TMP/out" "^# Avg bus bandwidth +: [0-9.e+-]+"
+    expect_in "$1: no wrong values" "$TMP/out" "^# Out of bounds values : 0 OK"
+    got=$(rows "$2")
+    if [ "$got" = "$3" ]; then pass "$1: rows (size count float $OP $ROOT ...), #wrong 0"
+    else fail "$1: rows, bad rows, sizes: got \"$got\", want \"$3\""; fi
+}
+
+# check_json NAME FILE N ROWS: -J rows are JSON objects with every field, nccl-tests'
+# count and busbw factor, and #wrong 0 (null where N/A).
+check_json() {
+    if ! command -v python3 >/dev/null 2>&1; then
+        n=$(grep -c '^{"collective":"'"$TOOL"'",.*"out_of_place":{"time":.*"in_place":{' "$2")
+        if [ "$n" -eq "$4" ]; then pass "$1 (fields by pattern: no python3)"; else fail "$1: $n of $4 rows"; fi
+        return
+    fi
+    if python3 - "$2" "$TOOL" "$3" "$4" "$OP" "$ROOT" "$SPLIT" "$BUS" "$NA" >"$TMP/err" 2>&1 <<'EOF'
+import json, sys
+path, tool, n, rows, op, root, split, bus, na = sys.argv[1:]
+n, rows, root, split, na = int(n), int(rows), int(root), int(split), int(na)
+factor = eval(bus, {"n": float(n)})
+lines = open(path).read().splitlines()
+assert len(lines) == rows, "%d lines, want %d" % (len(lines), rows)
+for line in lines:
+    r = json.loads(line)
+    want = {"collective": tool, "nranks": n, "type": "float", "redop": op, "root": root}
+    for k, v in want.items():
+        assert r.get(k) == v, "%s: %r, want %r in %s" % (k, r.get(k), v, line)
+    assert r["count"] * 4 * (n if split else 1) == r["size"], "size/count: " + line
+    for half in ("out_of_place", "in_place"):
+        h = r[half]
+        assert set(h) == {"time", "alg_bw", "bus_bw", "nwrong"}, half + ": " + line
+        assert h["time"] > 0 and h["alg_bw"] > 0, half + ": " + line
+        assert abs(h["bus_bw"] / h["alg_bw"] - factor) < 1e-2 * factor, "busbw factor: " + line
+        assert h["nwrong"] == (None if half == "in_place" and na else 0), "nwrong: " + line
+EOF
+    then pass "$1"; else fail "$1"; fi
+}
+
+# A shim that flips one received bit of every float collective (see perf_corrupt.c).
+SHIM=
+if CC_=$(command -v "${CC:-cc}" || command -v gcc) &&
+   "$CC_" -shared -fPIC -I"${BRAID_INCLUDE:-$SRC_DIR/include}" -o "$TMP/perf_corrupt.so" \
+       "$SRC_DIR/tests/integration/perf_corrupt.c" -ldl >"$TMP/err" 2>&1; then
+    SHIM="${BRAID_TEST_PRELOAD:+$BRAID_TEST_PRELOAD }$TMP/perf_corrupt.so"
+else
+    echo "skip: cannot build the corrupting shim from perf_corrupt.c: wrong results not checked"
+fi
+
+SIZES_FULL=" 8 16 32 64 128 256 512 1024"
+SIZES_SPLIT=" 0 0 32 64 128 256 512 1024"   # 2 ranks: per-rank blocks of 16 bytes
+for TOOL in $TOOLS; do
+    tool_info "$TOOL"
+    if ! PERF=$(find_tool "${TOOL}_perf"); then
+        fail "${TOOL}_perf is not built in $BUILD_DIR"
+        continue
+    fi
+    P=${TOOL}_perf
+    if [ "$SPLIT" = 1 ]; then SIZES=$SIZES_SPLIT; else SIZES=$SIZES_FULL; fi
+
+    run "$P -h" 0 "$PERF" -h && expect_in "$P -h prints usage" "$TMP/out" "^usage: "
+    run "$P bad flag" 2 "$PERF" -q && expect_in "$P bad flag: usage" "$TMP/err" "^usage: "
+    run "$P bad value" 2 "$PERF" -d notatype && expect_in "$P bad value: usage" "$TMP/err" "^usage: "
+    run "$P -g 2" 2 "$PERF" -g 2 && pass "$P -g 2 exits 2"
+
+    run "$P -t 2" 0 "$PERF" -t 2 -b 8 -e 1K -f 2 && check_table "$P -t 2" 2 "8 0$SIZES"
+    run "braidrun -n 2 $P" 0 "$BRAIDRUN" -n 2 "$PERF" -b 8 -e 1K -f 2 &&
+        check_table "braidrun -n 2 $P" 2 "8 0$SIZES"
+
+    # every flag at once: 3 sizes (-i steps) x 2 cycles (-N) = 6 rows
+    run "$P every flag" 0 "$PERF" -t 2 -g 1 -b 512 -e 1536 -i 512 -f 1 -n 3 -w 1 -c 2 \
+        -o sum -d float -r 0 -z 1 -a 0 -m 2 -N 2 -p 1 -y 1 -T 60 -G 0 -C 1 -R 1 &&
+        check_table "$P every flag" 2 "6 0 512 1024 1536 512 1024 1536"
+    run "$P -R 2 -z 2 -a 3" 0 "$PERF" -t 2 -b 1K -e 1K -R 2 -z 2 -a 3 -c 0 &&
+        expect_in "$P -R 2 -c 0: #wrong N/A" "$TMP/out" "^ +1024 +[0-9]+ +float .* N/A\$"
+
+    run "$P every type, op and root on 3 ranks" 0 "$PERF" -t 3 -b 96 -e 96 -d all -o all \
+        -r -1 -n 1 -w 0 && expect_in "$P every type, op and root: no wrong values" "$TMP/out" \
+        "^# Out of bounds values : 0 OK"
+    if [ "$ROOT" = 0 ]; then
+        run "$P -r -1" 0 "$PERF" -t 2 -b 1K -e 1K -r -1 &&
+        if [ "$(awk '!/^#/ && $9 == "0" && $13 == "0" { printf " %s", $5 }' "$TMP/out")" = " 0 1" ]
+        then pass "$P -r -1: one row per root, #wrong 0"; else fail "$P -r -1: rows for roots 0 and 1"; fi
+        run "$P -r 2 on 2 ranks" 2 "$PERF" -t 2 -r 2 && pass "$P -r 2 on 2 ranks exits 2"
+    fi
+
+    run "$P -J" 0 "$PERF" -t 3 -b 96K -e 192K -f 2 -n 2 -w 1 -J "$TMP/rows.jsonl" &&
+        check_json "$P -J: JSON Lines with nccl-tests' fields, count and busbw" "$TMP/rows.jsonl" 3 2
+
+    if [ -n "$SHIM" ]; then
+        # each rank's check finds the one flipped element: #wrong 2 (in place too, or N/A)
+        if [ "$NA" = 1 ]; then inplace="N/A"; else inplace=2; fi
+        run "$P with a corrupted result" 1 env BRAID_TEST_CORRUPT_TYPE=7 LD_PRELOAD="$SHIM" \
+            "$PERF" -t 2 -b 1K -e 1K -n 1 -w 0 &&
+        if [ "$(awk '!/^#/ { print $9, $13 }' "$TMP/out")" = "2 $inplace" ] &&
+           grep -Eq '^# Out of bounds values : [12] FAILED' "$TMP/out"
+        then pass "$P counts a wrong element per rank (#wrong 2 $inplace), fails"
+        else fail "$P with a corrupted result: #wrong not \"2 $inplace\" or no FAILED line"; fi
+    fi
+done
+
+PERF=$(find_tool all_reduce_perf)
 run "all_reduce_perf --selftest" 0 "$PERF" --selftest && pass "all_reduce_perf data self-test"
 run "multi-process without NCCL_COMM_ID" 2 env RANK=0 WORLD_SIZE=2 NCCL_COMM_ID= "$PERF" -b 8 -e 8 &&
     expect_in "all_reduce_perf asks for NCCL_COMM_ID" "$TMP/err" "NCCL_COMM_ID"
+# The other launchers' variables: braidrun's RANK/WORLD_SIZE renamed, then dropped.
+TOOL=all_gather
+tool_info "$TOOL"
+PERF=$(find_tool all_gather_perf) &&
+for vars in "OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE" "PMI_RANK PMI_SIZE" \
+            "SLURM_PROCID SLURM_NTASKS"; do
+    # shellcheck disable=SC2086
+    run "all_gather_perf under ${vars% *}" 0 "$BRAIDRUN" -n 2 sh -c 'r=$1 s=$2; shift 2
+        export "$r=$RANK" "$s=$WORLD_SIZE"; unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
+        exec "$@"' sh $vars "$PERF" -b 1K -e 2K -f 2 &&
+    if [ "$(grep -c '^#  Rank  [01] ' "$TMP/out")" = 2 ]; then
+        check_table "all_gather_perf under ${vars% *}" 2 "2 0 1024 2048"
+    else fail "all_gather_perf under ${vars% *}: not 2 ranks"; fi
+done
+run "braidrun -n 2 all_gather_perf -t 2" 0 "$BRAIDRUN" -n 2 "$PERF" -t 2 -b 1K -e 2K -f 2 &&
+    if [ "$(grep -c '^#  Rank  [0-3] ' "$TMP/out")" = 4 ]; then
+        check_table "2 processes x 2 threads" 4 "2 0 1024 2048"
+    else fail "braidrun -n 2 all_gather_perf -t 2: not 4 ranks"; fi
 
-# check_table NAME: the header, 8 rows (8 B .. 1 KiB) with #wrong 0 twice, the footer.
-check_table() {
-    expect_in "$1: header" "$TMP/out" "^# Collective test starting: all_reduce_perf"
-    expect_in "$1: column titles" "$TMP/out" "^#  +size +count +type +redop +root +time +algbw +busbw +#wrong"
-    expect_in "$1: footer" "$TMP/out" "^# Avg bus bandwidth +: [0-9.e+-]+"
-    expect_in "$1: no wrong values" "$TMP/out" "^# Out of bounds values : 0 OK"
-    rows=$(grep -Ec '^ +[0-9]+ +[0-9]+ +float +sum +-1 ' "$TMP/out")
-    bad=$(awk '!/^#/ && NF == 13 && ($9 != "0" || $13 != "0")' "$TMP/out" | wc -l)
-    if [ "$rows" -eq 8 ] && [ "$bad" -eq 0 ]; then pass "$1: 8 rows, #wrong 0 in each"
-    else fail "$1: $rows rows (want 8), $bad with #wrong other than 0"; fi
-}
-
-run "all_reduce_perf -t 2" 0 "$PERF" -t 2 -b 8 -e 1K -f 2 -J "$TMP/rows.jsonl" && check_table "all_reduce_perf -t 2"
-lines=$(wc -l <"$TMP/rows.jsonl" 2>/dev/null || echo 0)
-if [ "$lines" -eq 8 ] && grep -q '"out_of_place":{"time":' "$TMP/rows.jsonl"; then pass "-J writes one JSON object per row"
-else fail "-J: $lines lines in the JSON Lines file, want 8"; fi
-
-run "braidrun -n 2 all_reduce_perf" 0 "$BRAIDRUN" -n 2 "$PERF" -b 8 -e 1K -f 2 &&
-    check_table "braidrun -n 2 all_reduce_perf"
-
-run "all_reduce_perf every type and op" 0 "$PERF" -t 3 -b 64 -e 64 -d all -o all -n 1 -w 0 &&
-    expect_in "every type and op, 3 ranks: no wrong values" "$TMP/out" "^# Out of bounds values : 0 OK"
+if [ -n "$SHIM" ] && PERF=$(find_tool gather_perf); then
+    TOOL=gather
+    run "braidrun gather_perf -r 1 with a corrupted result" 1 "$BRAIDRUN" -n 2 \
+        env BRAID_TEST_CORRUPT_TYPE=7 LD_PRELOAD="$SHIM" "$PERF" -b 1K -e 1K -r 1 -n 1 -w 0 &&
+        expect_in "processes: a wrong element per rank counted" "$TMP/out" \
+            "^ +1024 +128 +float +none +1 .* 2 +[0-9.]+ +[0-9.]+ +[0-9.]+ +2\$"
+fi
 
 if [ "$FAILS" -ne 0 ]; then
     echo "$FAILS check(s) failed"
