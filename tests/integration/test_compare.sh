@@ -1,0 +1,132 @@
+#!/bin/sh
+# Integration test of the comparison bench, tools/compare/braid-compare: one tiny run with
+# whatever of Open MPI, MPICH and Gloo is installed (braid's tool always), then the paths
+# that need no other library: a wrong result is flagged, a missing library is skipped
+# with a note, bad flags exit 2. Never a speed: timings are benchmarks, not tests.
+#
+#     tests/integration/test_compare.sh BUILD_DIR     (or BRAID_BUILD_DIR=BUILD_DIR)
+#
+# BUILD_DIR holds braidrun and all_reduce_perf (directly or in tools/) and, when configure
+# found the MPI compilers, tools/compare/mpi_bench_{ompi,mpich}. Exit status: 0 all checks
+# passed, 1 a check failed, 77 (automake SKIP) no python3 or braid's tools not built.
+
+BUILD_DIR=${1:-${BRAID_BUILD_DIR:-}}
+if [ -z "$BUILD_DIR" ]; then
+    echo "usage: $0 BUILD_DIR (or set BRAID_BUILD_DIR)" >&2
+    exit 1
+fi
+SRC_DIR=${BRAID_SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+COMPARE=$SRC_DIR/tools/compare/braid-compare
+PY=$(command -v python3) || { echo "SKIP: no python3"; exit 77; }
+[ -f "$COMPARE" ] || { echo "SKIP: no $COMPARE"; exit 77; }
+for t in braidrun all_reduce_perf; do
+    [ -x "$BUILD_DIR/$t" ] || [ -x "$BUILD_DIR/tools/$t" ] ||
+        { echo "SKIP: no $t in $BUILD_DIR"; exit 77; }
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_compare.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT INT TERM
+FAILS=0
+T="timeout 50"   # the whole test stays under a minute
+
+fail() {
+    echo "FAIL: $1"
+    for f in "$TMP/out" "$TMP/err"; do
+        [ -s "$f" ] && { echo "--- $(basename "$f"):"; tail -n 30 "$f"; }
+    done
+    FAILS=$((FAILS + 1))
+}
+
+pass() {
+    echo "ok: $1"
+}
+
+# run NAME WANT_STATUS ARGS...: braid-compare ARGS, stdout/stderr in $TMP/out, $TMP/err
+run() {
+    name=$1 want=$2
+    shift 2
+    $T "$PY" "$COMPARE" "$@" >"$TMP/out" 2>"$TMP/err"
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        fail "$name: exit status $got, want $want"
+        return 1
+    fi
+    return 0
+}
+
+expect_in() {   # expect_in NAME FILE PATTERN
+    if grep -Eq -- "$3" "$2"; then pass "$1"; else fail "$1: no line matches /$3/ in $(basename "$2")"; fi
+}
+
+# rows: the table's data rows (size first, then one "|" cell per library)
+rows() {
+    grep -Ec '^ *[0-9]+  \|' "$TMP/out"
+}
+
+# ---- a real run: every installed library, 4 sizes, 1 round ----
+
+if run "tiny run" 0 -c allreduce -n 2 -b 8 -e 4K -f 8 -i 20 -w 2 --rounds 1 \
+        --build-dir "$BUILD_DIR" --png "$TMP/out.png" --json "$TMP/out.json"; then
+    n=$(rows)
+    if [ "$n" -eq 4 ]; then pass "tiny run: one row per size (8 64 512 4096)"
+    else fail "tiny run: $n table rows, want 4"; fi
+    expect_in "tiny run: braid measured" "$TMP/out" "^#  +size  \|  +braid  +\|"
+    expect_in "tiny run: no wrong results" "$TMP/out" "^# wrong results: 0$"
+    if grep -Eq '^ *[0-9]+  \|.*[0-9]!' "$TMP/out"; then fail "tiny run: a cell is marked wrong"
+    else pass "tiny run: no cell marked wrong"; fi
+    libs=$(sed -n 's/^#  *size  //p' "$TMP/out" | tr -d '|' | tr -s ' ')
+    echo "   libraries measured:$libs; skipped: $(grep -c '^# note: .*skipped' "$TMP/out")"
+    if grep -q '^# note: png: skipped' "$TMP/out"; then
+        echo "skip: no python3 with matplotlib: the PNG is not checked"
+    elif [ "$(head -c 4 "$TMP/out.png" 2>/dev/null | od -An -c | tr -d ' ')" = "211PNG" ]; then
+        pass "--png writes a PNG"
+    else
+        fail "--png wrote no PNG"
+    fi
+    if "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); assert len(d["table"]) == 4' \
+            "$TMP/out.json" 2>"$TMP/err"; then pass "--json writes the table"
+    else fail "--json: no table of 4 sizes"; fi
+fi
+
+# ---- a fake braid that answers wrong: flagged with '!', exit status 1 ----
+
+mkdir -p "$TMP/fake"
+cat >"$TMP/fake/braidrun" <<'EOF'
+#!/bin/sh
+# fake braidrun + tool: writes one -J row with 3 wrong elements
+while [ $# -gt 0 ]; do [ "$1" = -J ] && out=$2; shift; done
+echo '{"collective":"all_reduce","nranks":2,"size":8,"count":2,"type":"float","redop":"sum","root":-1,"out_of_place":{"time":1.5,"alg_bw":0.005,"bus_bw":0.005,"nwrong":3},"in_place":{"time":1.5,"alg_bw":0.005,"bus_bw":0.005,"nwrong":0}}' >"$out"
+EOF
+cp "$TMP/fake/braidrun" "$TMP/fake/all_reduce_perf"
+chmod +x "$TMP/fake/braidrun" "$TMP/fake/all_reduce_perf"
+if run "wrong result" 1 -c allreduce -n 2 -b 8 -e 8 --rounds 1 --only braid \
+        --build-dir "$TMP/fake"; then
+    expect_in "wrong result: cell marked" "$TMP/out" "^ +8  \| +1\.50! +0\.01"
+    expect_in "wrong result: named" "$TMP/out" "^# ! braid at 8 B: 3 wrong elements"
+    expect_in "wrong result: counted" "$TMP/out" "^# wrong results: 1$"
+fi
+
+# ---- a library that is not installed: a note, not an error ----
+
+if run "missing library" 0 -c allreduce -n 2 -b 8 -e 8 --rounds 1 --only braid,gloo \
+        --python "$TMP/no-such-python" --build-dir "$BUILD_DIR"; then
+    expect_in "missing library: skipped with a note" "$TMP/out" "^# note: gloo: skipped"
+    n=$(rows)
+    if [ "$n" -eq 1 ]; then pass "missing library: braid still measured"
+    else fail "missing library: $n rows, want 1"; fi
+fi
+
+# ---- usage ----
+
+run "bad flag" 2 --no-such-flag && expect_in "bad flag: usage" "$TMP/err" "^usage: braid-compare"
+run "bad collective" 2 -c allsum && expect_in "bad collective: usage" "$TMP/err" "^usage: "
+run "bad library" 2 --only braid,nccl && expect_in "bad library: usage" "$TMP/err" "^usage: "
+run "bad range" 2 -b 1M -e 1K && pass "bad range exits 2"
+run "-h" 0 -h && expect_in "-h prints usage" "$TMP/out" "^usage: braid-compare"
+
+if [ "$FAILS" -ne 0 ]; then
+    echo "$FAILS check(s) failed"
+    exit 1
+fi
+echo "all checks passed"
+exit 0
