@@ -3,7 +3,9 @@
  *
  * The choice is a pure function of the call, so that every rank of a communicator picks the
  * same algorithm and their schedules match message for message: one-shot for small
- * all-reduces, ring for the other all-reduces, all-gather and reduce-scatter, chain for broadcast and reduce, direct for the rest. The
+ * all-reduces, two-shot (single copy) for large all-reduces, all-gathers and reduce-scatters
+ * where the communicator agreed at init that ranks can read each other's memory, ring for
+ * the others, chain for broadcast and reduce, direct for the rest. The
  * table is in preference order; an algorithm may decline a call (BRAID_ERR_UNSUPPORTED) and
  * the next one that offers the collective is tried.
  *
@@ -13,12 +15,14 @@
 #include "algorithms/sched.h"
 
 extern const braid_algo_t braid_algo_oneshot;
+extern const braid_algo_t braid_algo_twoshot;
 extern const braid_algo_t braid_algo_ring;
 extern const braid_algo_t braid_algo_chain;
 extern const braid_algo_t braid_algo_direct;
 
 static const braid_algo_t *const algo_table[] = {
     &braid_algo_oneshot,
+    &braid_algo_twoshot,
     &braid_algo_ring,
     &braid_algo_chain,
     &braid_algo_direct,

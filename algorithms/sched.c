@@ -44,29 +44,52 @@ void braid_sched_stage(braid_sched_t *s)
     s->next_flags |= BRAID_STEP_STAGE;
 }
 
-braid_status_t braid_sched_add(braid_sched_t *s, int recv_peer, int send_peer, braid_ref_t src,
-                               braid_ref_t dst, size_t bytes, uint32_t flags)
+/* A new step at the end (uninitialised), or NULL when out of memory. */
+static braid_step_t *sched_grow(braid_sched_t *s)
 {
-    if (bytes == 0)
-        return BRAID_OK;
     if (s->nsteps == s->cap) {
         int cap = 2 * s->cap;
         int on_heap = s->steps != s->inline_steps;
         braid_step_t *steps = realloc(on_heap ? s->steps : NULL, (size_t)cap * sizeof(*steps));
-        if (steps == NULL)
-            return braid_err(BRAID_ERR_NOMEM, "out of memory growing a schedule to %d steps", cap);
+        if (steps == NULL) {
+            braid_err(BRAID_ERR_NOMEM, "out of memory growing a schedule to %d steps", cap);
+            return NULL;
+        }
         if (!on_heap)
             memcpy(steps, s->inline_steps, sizeof(s->inline_steps));
         s->steps = steps;
         s->cap = cap;
     }
-    braid_step_t *st = &s->steps[s->nsteps++];
+    return &s->steps[s->nsteps++];
+}
+
+braid_status_t braid_sched_add(braid_sched_t *s, int recv_peer, int send_peer, braid_ref_t src,
+                               braid_ref_t dst, size_t bytes, uint32_t flags)
+{
+    if (bytes == 0)
+        return BRAID_OK;
+    braid_step_t *st = sched_grow(s);
+    if (st == NULL)
+        return BRAID_ERR_NOMEM;
     st->recv_peer = recv_peer;
     st->send_peer = send_peer;
+    st->pull_peer = -1;
     st->src = src;
     st->dst = dst;
+    st->pull = braid_ref_none();
     st->bytes = bytes;
     st->flags = flags | s->next_flags;
     s->next_flags = 0;
+    return BRAID_OK;
+}
+
+braid_status_t braid_sched_pull(braid_sched_t *s, int peer, braid_ref_t from, braid_ref_t src,
+                                braid_ref_t dst, size_t bytes, uint32_t flags)
+{
+    BRAID_CHECK(braid_sched_add(s, -1, -1, src, dst, bytes, flags));
+    if (bytes != 0) {
+        s->steps[s->nsteps - 1].pull_peer = peer;
+        s->steps[s->nsteps - 1].pull = from;
+    }
     return BRAID_OK;
 }

@@ -23,7 +23,24 @@
  * BRAID_STEP_STAGE starts a new stage: every slice of the earlier stages is done first.
  *
  * Messages between two ranks are matched in order: the k-th send from a to b is the k-th
- * receive at b from a, and both sides must give it the same byte count.
+ * receive at b from a, and both sides must give it the same byte count. A receive with
+ * neither a destination nor a send consumes the message and drops it (a token).
+ *
+ * Pulls (single copy between ranks of one host): a step with pull_peer >= 0 reads region
+ * `pull` of that rank's SEND or RECV buffer directly instead of receiving from a FIFO:
+ *
+ *     value = pulled region, times pull_peer's pre-multiplier if BRAID_STEP_PULL_PRE
+ *             combined with pre(src)         (if src is set and BRAID_STEP_REDUCE)
+ *     value is written to dst                (a pull step has a dst, and no send or receive)
+ *
+ * The peer's addresses come from its "hello": a BRAID_HELLO_BYTES record that the executor
+ * writes for this rank at start into the op's hello table (BRAID_BUF_HELLO, one record per
+ * rank, this rank's at rank * BRAID_HELLO_BYTES) and that the schedule sends to the peers it
+ * is pulled by, and receives from the peers it pulls from, into their slots of the table,
+ * in an earlier stage than the pulls. The schedule itself must make the pulled data final
+ * before the pull (token messages) and keep the peer in the call until every pull from its
+ * buffers is done (see algorithms/twoshot.c). The peer's pre-multiplier travels in its hello
+ * because ncclPreMulSum scalars may differ between ranks: the puller applies the peer's own.
  */
 #ifndef BRAID_ALGORITHMS_SCHED_H
 #define BRAID_ALGORITHMS_SCHED_H
@@ -57,7 +74,12 @@ typedef enum {
     BRAID_BUF_SEND,     /* the user's send buffer */
     BRAID_BUF_RECV,     /* the user's receive buffer */
     BRAID_BUF_SCRATCH,  /* a per-call scratch buffer of sched->scratch_bytes */
+    BRAID_BUF_HELLO,    /* the per-call hello table: nranks records of BRAID_HELLO_BYTES */
+    BRAID_BUF_NUM
 } braid_buf_t;
+
+#define BRAID_HELLO_BYTES 64    /* one rank's hello record (layout private to the executor) */
+#define BRAID_TOKEN_BYTES 8     /* a token: the start of the sender's hello record */
 
 typedef struct braid_ref {
     uint8_t buf;        /* braid_buf_t */
@@ -69,15 +91,26 @@ typedef struct braid_ref {
 #define BRAID_STEP_STAGE 0x4u   /* this step starts a new stage */
 #define BRAID_STEP_ACC 0x8u     /* with REDUCE: src is a partial result, not this rank's own
                                  * contribution, so it is not pre-multiplied */
+#define BRAID_STEP_PULL_PRE 0x10u /* the pulled region is pull_peer's own contribution:
+                                   * pre-multiply it by that rank's pre-multiplier */
 
 typedef struct braid_step {
     int32_t recv_peer;  /* -1: no receive */
     int32_t send_peer;  /* -1: no send */
+    int32_t pull_peer;  /* -1: no pull; else read `pull` of that rank's buffers */
+    uint32_t flags;
     braid_ref_t src;
     braid_ref_t dst;
+    braid_ref_t pull;   /* BRAID_BUF_SEND or BRAID_BUF_RECV of pull_peer */
     size_t bytes;
-    uint32_t flags;
 } braid_step_t;
+
+/* How the ranks of a communicator may read each other's buffers (agreed at init). */
+typedef enum {
+    BRAID_PULL_NONE = 0,    /* they may not: messages through FIFOs only */
+    BRAID_PULL_CMA,         /* through the kernel: cross-memory attach between processes */
+    BRAID_PULL_LOAD,        /* directly: every rank is a thread of one process */
+} braid_pull_t;
 
 /* One call, as every algorithm sees it: sizes in elements of dtype. */
 typedef struct braid_coll {
@@ -88,6 +121,11 @@ typedef struct braid_coll {
     size_t count;                /* per the NCCL call: allgather sendcount, reduce-scatter
                                   * recvcount, alltoall per-peer count, send/recv count */
     int in_place;                /* the caller's buffers alias as NCCL defines in-place */
+    /* Communicator facts agreed by every rank at init: whether and how ranks read each
+     * other's buffers, and the size (bytes of the call's largest buffer) from which the
+     * single-copy algorithms are used. */
+    braid_pull_t pull;
+    size_t pull_min;
     /* alltoallv only: element counts and displacements, nranks each */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 } braid_coll_t;
@@ -110,6 +148,10 @@ void braid_sched_free(braid_sched_t *s);
  * (both sides of a message drop them alike, so matching is preserved). */
 braid_status_t braid_sched_add(braid_sched_t *s, int recv_peer, int send_peer, braid_ref_t src,
                                braid_ref_t dst, size_t bytes, uint32_t flags);
+/* Append a pull step: read `bytes` at `from` (SEND or RECV) of rank `peer`, combine with
+ * src as described above, write dst. Zero-byte pulls are dropped. */
+braid_status_t braid_sched_pull(braid_sched_t *s, int peer, braid_ref_t from, braid_ref_t src,
+                                braid_ref_t dst, size_t bytes, uint32_t flags);
 /* Mark that the next step added starts a new stage. */
 void braid_sched_stage(braid_sched_t *s);
 

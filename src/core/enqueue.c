@@ -10,6 +10,7 @@
 
 #include "core/enqueue.h"
 #include "core/log.h"
+#include "transports/shm/shm.h"
 
 typedef struct group_job {
     pthread_t thread;
@@ -104,6 +105,7 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
         .sendcounts = call->sendcounts, .sdispls = call->sdispls,
         .recvcounts = call->recvcounts, .rdispls = call->rdispls,
     };
+    coll.pull = braid_shm_pull(comm, &coll.pull_min);
     braid_sched_init(&op->sched, braid_dtype_size(call->dtype));
     BRAID_CHECK(lower_redop(comm, call, &op->redop));
     BRAID_CHECK(braid_algo_build(&coll, &op->sched, NULL));

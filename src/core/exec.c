@@ -10,6 +10,10 @@
  * order, so an operation may use a connection only once every operation issued before it on
  * that connection is finished: each op takes a ticket per connection at start and waits
  * until that ticket is served.
+ *
+ * Pull steps take no connection: they read a peer's buffer at the address its hello gave
+ * (the hello table is filled by ordinary receives of an earlier stage) and never wait
+ * (src/core/exec_pull.c).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -18,6 +22,7 @@
 #include <time.h>
 
 #include "core/exec.h"
+#include "core/exec_pull.h"
 #include "core/log.h"
 #include "core/param.h"
 
@@ -36,13 +41,34 @@ static int stage_end_of(const braid_sched_t *s, int begin)
     return e;
 }
 
+/*
+ * A stage that only copies from peers' buffers (and passes messages that fit a slot) is cut
+ * into big slices: there is no pipeline to keep full and no partial result to keep in
+ * cache, and big copies go faster (fewer system calls, non-temporal stores).
+ */
+#define EXEC_COPY_SLICE (4 * 1024 * 1024)
+
+static size_t stage_slice_of(const braid_op_t *op)
+{
+    int pulls = 0;
+    for (int i = op->stage_begin; i < op->stage_end; i++) {
+        const braid_step_t *st = &op->sched.steps[i];
+        int msg = st->recv_peer >= 0 || st->send_peer >= 0;
+        if ((st->pull_peer >= 0 && (st->flags & BRAID_STEP_REDUCE)) ||
+            (msg && st->bytes > op->slice))
+            return op->slice;
+        pulls |= st->pull_peer >= 0;
+    }
+    return pulls && op->slice < EXEC_COPY_SLICE ? EXEC_COPY_SLICE : op->slice;
+}
+
 static size_t stage_niter(const braid_op_t *op)
 {
     size_t most = 0;
     for (int i = op->stage_begin; i < op->stage_end; i++)
         if (op->sched.steps[i].bytes > most)
             most = op->sched.steps[i].bytes;
-    return (most + op->slice - 1) / op->slice;
+    return (most + op->stage_slice - 1) / op->stage_slice;
 }
 
 static void stage_enter(braid_op_t *op, int begin)
@@ -51,6 +77,7 @@ static void stage_enter(braid_op_t *op, int begin)
     op->stage_end = begin < op->sched.nsteps ? stage_end_of(&op->sched, begin) : begin;
     op->step = begin;
     op->iter = 0;
+    op->stage_slice = begin < op->sched.nsteps ? stage_slice_of(op) : op->slice;
     op->niter = begin < op->sched.nsteps ? stage_niter(op) : 0;
 }
 
@@ -59,6 +86,26 @@ static void tickets_free(braid_op_t *op)
     if (op->tickets != op->tickets_inline)
         free(op->tickets);
     op->tickets = NULL;
+}
+
+static braid_status_t op_alloc(braid_op_t *op)
+{
+    BRAID_CHECK(braid_exec_pull_prepare(op));
+    if (op->sched.scratch_bytes) {
+        op->bufs[BRAID_BUF_SCRATCH] = malloc(op->sched.scratch_bytes);
+        if (op->bufs[BRAID_BUF_SCRATCH] == NULL)
+            return braid_err(BRAID_ERR_NOMEM, "out of memory allocating %zu bytes of scratch",
+                             op->sched.scratch_bytes);
+    }
+    return BRAID_OK;
+}
+
+static void op_free_bufs(braid_op_t *op)
+{
+    if (op->sched.scratch_bytes)
+        free(op->bufs[BRAID_BUF_SCRATCH]);
+    op->bufs[BRAID_BUF_SCRATCH] = NULL;
+    braid_exec_pull_release(op);
 }
 
 braid_status_t braid_op_start(braid_op_t *op)
@@ -74,13 +121,11 @@ braid_status_t braid_op_start(braid_op_t *op)
             return braid_err(BRAID_ERR_NOMEM, "out of memory starting an operation on %d ranks",
                              n);
     }
-    if (op->sched.scratch_bytes) {
-        op->bufs[BRAID_BUF_SCRATCH] = malloc(op->sched.scratch_bytes);
-        if (op->bufs[BRAID_BUF_SCRATCH] == NULL) {
-            tickets_free(op);
-            return braid_err(BRAID_ERR_NOMEM, "out of memory allocating %zu bytes of scratch",
-                             op->sched.scratch_bytes);
-        }
+    braid_status_t st = op_alloc(op);
+    if (st < 0) {
+        op_free_bufs(op);
+        tickets_free(op);
+        return st;
     }
     /* One ticket per connection used, taken in call order; UINT64_MAX means unused. */
     for (int p = 0; p < 2 * n; p++)
@@ -120,9 +165,7 @@ void braid_op_finish(braid_op_t *op)
     if (op->started)
         op_conns_release(op);
     tickets_free(op);
-    if (op->sched.scratch_bytes)
-        free(op->bufs[BRAID_BUF_SCRATCH]);
-    op->bufs[BRAID_BUF_SCRATCH] = NULL;
+    op_free_bufs(op);
     braid_sched_free(&op->sched);
     op->started = 0;
 }
@@ -200,15 +243,17 @@ static void slice_run(const braid_op_t *op, const braid_step_t *st, char *out, c
 /* Move slice `iter` of one step: INPROGRESS if a slot is not ready yet. */
 static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
 {
-    size_t off = op->iter * op->slice;
+    size_t off = op->iter * op->stage_slice;
     if (off >= st->bytes)
         return BRAID_OK;
-    size_t len = st->bytes - off < op->slice ? st->bytes - off : op->slice;
+    size_t len = st->bytes - off < op->stage_slice ? st->bytes - off : op->stage_slice;
     braid_conn_t *rc = NULL, *sc = NULL;
     const void *in = NULL;
     void *out = NULL;
     int n = op->nranks;
 
+    if (st->pull_peer >= 0)
+        return braid_exec_pull_slice(op, st, off, len);
 
     if (st->recv_peer >= 0) {
         rc = op->recv_conns[st->recv_peer];
@@ -241,7 +286,9 @@ static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
             return braid_err(BRAID_ERR_INTERNAL, "slot of %zu bytes to rank %d is smaller "
                              "than the %zu-byte slice", cap, st->send_peer, len);
     }
-    slice_run(op, st, out, ref_ptr(op, st->dst, off), in, ref_ptr(op, st->src, off), len);
+    char *dst = ref_ptr(op, st->dst, off);
+    if (out != NULL || dst != NULL)     /* else a token: received and dropped */
+        slice_run(op, st, out, dst, in, ref_ptr(op, st->src, off), len);
     if (sc != NULL)
         BRAID_CHECK(braid_conn_send_commit(sc, len, &op->hdr));
     if (rc != NULL)

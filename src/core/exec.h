@@ -7,6 +7,11 @@
  * wait, so one thread can drive many operations (a group, several ranks of one process, or
  * the one-process schedule simulator of the unit tests) by calling it round-robin.
  * braid_exec_run() is that loop, with back-off, peer checks and the collective timeout.
+ *
+ * Pull steps (algorithms/sched.h) read a peer's buffer directly: with plain loads when the
+ * peer is a thread of this process, else with cross-memory attach (transports/shm/cma.h),
+ * straight into the destination for a copy, or through a small per-op bounce buffer that
+ * stays in cache for a reduction.
  */
 #ifndef BRAID_CORE_EXEC_H
 #define BRAID_CORE_EXEC_H
@@ -38,7 +43,7 @@ typedef struct braid_exec_hooks {
 typedef struct braid_op {
     /* Filled by the caller before braid_op_start. */
     braid_sched_t sched;            /* owned by the op from braid_op_start on */
-    void *bufs[4];                  /* by braid_buf_t; SCRATCH is allocated by start */
+    void *bufs[BRAID_BUF_NUM];      /* by braid_buf_t; SCRATCH, HELLO are made by start */
     braid_dtype_t dtype;
     braid_redop_spec_t redop;
     braid_msg_hdr_t hdr;            /* sent with every message of this op */
@@ -51,12 +56,17 @@ typedef struct braid_op {
     void *hook_ctx;
     int p2p_peer;                   /* send/recv: the peer (the caller's bookkeeping) */
     int oversubscribed;             /* more ranks on this host than cores: yield, don't spin */
+    int pull_cma;                   /* pull with cross-memory attach even from this process
+                                     * (tests: exercises that path in one process) */
 
     /* Executor state. */
     uint64_t *tickets;              /* [2 * nranks]: send tickets, then receive tickets */
 #define BRAID_OP_INLINE_TICKETS 64
     uint64_t tickets_inline[BRAID_OP_INLINE_TICKETS];   /* used up to 32 ranks */
+    char *bounce;                   /* pulls that reduce: a block read from a peer (the
+                                     * driving thread's, see exec.c) */
     int stage_begin, stage_end, step;
+    size_t stage_slice;             /* this stage's slice: `slice`, or more for copies */
     size_t iter, niter;
     uint64_t slices_done;           /* grows with every slice moved: progress indicator */
     double last_progress;           /* braid_now() of the last slice moved */

@@ -55,6 +55,12 @@ static const param_entry_t param_table[] = {
         "slots per shared-memory FIFO"),
     [BRAID_P_SHM_DIR] = P_STR("SHM_DIR", NULL, "/dev/shm",
         "directory where shared-memory segments are created"),
+    [BRAID_P_SHM_CMA] = P_STR("SHM_CMA", NULL, "auto",
+        "single copy (ranks read peers' buffers): auto (between threads of one process), 1 "
+        "(between processes too, with process_vm_readv; init fails where it cannot), 0 (never)"),
+    [BRAID_P_SHM_CMA_MIN] = P_SIZE("SHM_CMA_MIN", NULL, "256K", 0, INT64_C(1) << 50,
+        "bytes from which all-reduce, all-gather and reduce-scatter use single copy "
+        "(all-gather and reduce-scatter count all ranks' blocks; rank 0's value is used)"),
     [BRAID_P_CPU_ISA] = P_STR("CPU_ISA", NULL, "auto",
         "host kernel variant: auto, avx512, avx2 or generic"),
     [BRAID_P_HOST_PTR_CHECK] = P_STR("HOST_PTR_CHECK", NULL, "auto",

@@ -2,6 +2,10 @@
 # Runs coll_check (every collective, every type and op, exact checks) as 2, 3, 4 and 8
 # processes, as 4 ranks driven by one thread (-t 4) and as 3 threads with a rank each
 # (-T 3). Processes are started by braidrun when it is built, else by coll_check -p.
+# Then again with the single-copy algorithms (algorithms/twoshot.c) taken from every size
+# (BRAID_SHM_CMA_MIN=0: the quick variant has no count large enough otherwise), between
+# processes too (BRAID_SHM_CMA=1: process_vm_readv), and with threads without them
+# (BRAID_SHM_CMA=0: threads of one process use them by default).
 #
 # Environment: BRAID_BUILD_DIR (set by make check; default: this script's build tree),
 # BRAID_TEST_QUICK=1 for the quick variant (also chosen for --enable-sanitizers builds),
@@ -61,5 +65,19 @@ for n in 2 3 4 8; do
 done
 run "-t 4 (one thread)" "$check" -t 4 "${args[@]}"
 run "-T 3 (thread per rank)" "$check" -T 3 "${args[@]}"
+
+single=(env BRAID_SHM_CMA_MIN=0)
+for n in 2 3 5; do
+    if [ -x "$braidrun" ]; then
+        run "$n processes, single copy" "${single[@]}" BRAID_SHM_CMA=1 "$braidrun" -n "$n" -- \
+            "$check" "${args[@]}"
+    else
+        run "$n processes, single copy" "${single[@]}" BRAID_SHM_CMA=1 "$check" -p "$n" \
+            "${args[@]}"
+    fi
+done
+run "-t 4 single copy" "${single[@]}" "$check" -t 4 "${args[@]}"
+run "-T 3 single copy" "${single[@]}" "$check" -T 3 "${args[@]}"
+run "-T 3 no single copy" env BRAID_SHM_CMA=0 "$check" -T 3 "${args[@]}"
 
 exit $status

@@ -208,8 +208,12 @@ static braid_status_t sim_sched_copy(const braid_sched_t *from, braid_sched_t *t
     to->scratch_bytes = from->scratch_bytes;
     for (int i = 0; i < from->nsteps; i++) {
         const braid_step_t *st = &from->steps[i];
-        BRAID_CHECK(braid_sched_add(to, st->recv_peer, st->send_peer, st->src, st->dst,
-                                    st->bytes, st->flags));
+        if (st->pull_peer >= 0)
+            BRAID_CHECK(braid_sched_pull(to, st->pull_peer, st->pull, st->src, st->dst,
+                                         st->bytes, st->flags));
+        else
+            BRAID_CHECK(braid_sched_add(to, st->recv_peer, st->send_peer, st->src, st->dst,
+                                        st->bytes, st->flags));
     }
     return BRAID_OK;
 }
@@ -235,6 +239,7 @@ static braid_status_t sim_op_start(sim_world_t *w, sim_call_t *c, braid_op_t *op
     op->send_conns = &w->send_conns[c->rank * w->n];
     op->recv_conns = &w->recv_conns[c->rank * w->n];
     op->slice = w->cfg.slot_size - w->cfg.slot_size % (es ? es : 1);
+    op->pull_cma = w->cfg.cma;
     return braid_op_start(op);
 }
 
@@ -246,15 +251,48 @@ static void sim_report_stuck(braid_op_t *ops, sim_call_t *calls, int ncalls, sim
         if (op->done)
             continue;
         const braid_step_t *st = &op->sched.steps[op->step];
-        sim_msg(res, " [rank %d %s step %d/%d slice %zu: recv from %d, send to %d]",
-                calls[i].rank, braid_coll_name(calls[i].coll.kind), op->step, op->sched.nsteps,
-                op->iter, (int)st->recv_peer, (int)st->send_peer);
+        sim_msg(res, " [rank %d %s step %d/%d slice %zu: recv from %d, send to %d, pull from "
+                "%d]", calls[i].rank, braid_coll_name(calls[i].coll.kind), op->step,
+                op->sched.nsteps, op->iter, (int)st->recv_peer, (int)st->send_peer,
+                (int)st->pull_peer);
+    }
+}
+
+/* What a returned call's buffers held: put back when the run ends. */
+typedef struct sim_saved {
+    unsigned char *send, *recv;
+} sim_saved_t;
+
+#define SIM_RETURNED 0x3c
+
+static void sim_returned(const sim_call_t *c, sim_saved_t *sv)
+{
+    if (c->send_bytes && c->sendbuf != NULL && (sv->send = malloc(c->send_bytes)) != NULL)
+        memcpy(sv->send, c->sendbuf, c->send_bytes);
+    if (c->recv_bytes && c->recvbuf != NULL && (sv->recv = malloc(c->recv_bytes)) != NULL)
+        memcpy(sv->recv, c->recvbuf, c->recv_bytes);
+    if (sv->send != NULL)
+        memset(c->sendbuf, SIM_RETURNED, c->send_bytes);
+    if (sv->recv != NULL)
+        memset(c->recvbuf, SIM_RETURNED, c->recv_bytes);
+}
+
+/* In place the buffers overlap: the receive side holds the result, so it goes back last. */
+static void sim_restore(const sim_call_t *calls, sim_saved_t *saved, int ncalls)
+{
+    for (int i = 0; i < ncalls; i++) {
+        if (saved[i].send != NULL)
+            memcpy(calls[i].sendbuf, saved[i].send, calls[i].send_bytes);
+        if (saved[i].recv != NULL)
+            memcpy(calls[i].recvbuf, saved[i].recv, calls[i].recv_bytes);
+        free(saved[i].send);
+        free(saved[i].recv);
     }
 }
 
 /* Round-robin until every op is done, one fails, or a whole round moves nothing. */
-static int sim_drive(sim_world_t *w, braid_op_t *ops, sim_call_t *calls, int ncalls,
-                     sim_result_t *res)
+static int sim_drive_loop(sim_world_t *w, braid_op_t *ops, sim_call_t *calls, int ncalls,
+                          sim_saved_t *saved, sim_result_t *res)
 {
     for (;;) {
         int pending = 0, moved = 0;
@@ -271,6 +309,8 @@ static int sim_drive(sim_world_t *w, braid_op_t *ops, sim_call_t *calls, int nca
                         braid_err_last(), w->misuse[0] ? "; " : "", w->misuse);
                 return 1;
             }
+            if (op->done)
+                sim_returned(&calls[i], &saved[i]);
             moved |= op->done || op->slices_done != before;
             pending += !op->done;
         }
@@ -285,6 +325,16 @@ static int sim_drive(sim_world_t *w, braid_op_t *ops, sim_call_t *calls, int nca
     }
 }
 
+/* The checking loop, with returned calls' buffers poisoned until the end. */
+static int sim_drive(sim_world_t *w, braid_op_t *ops, sim_call_t *calls, int ncalls,
+                     sim_result_t *res)
+{
+    sim_saved_t *saved = calloc((size_t)ncalls, sizeof(*saved));
+    int rc = sim_drive_loop(w, ops, calls, ncalls, saved, res);
+    sim_restore(calls, saved, ncalls);
+    free(saved);
+    return rc;
+}
 /* The library's own loop (src/core/exec.c), as a group of one process would run. */
 static int sim_exec_run(braid_op_t *ops, int ncalls, sim_result_t *res)
 {

@@ -7,6 +7,12 @@
  * The transport has one FIFO of `nslots` slots of `slot_size` bytes per ordered pair of
  * ranks (a rank to itself included) and fails on protocol misuse: committing without a
  * slot, releasing without one, a commit longer than the slot, using the wrong end.
+ *
+ * Pull steps read the other simulated ranks' buffers: all ranks live in this process, so
+ * the executor reads them in place, or, with cfg->cma, through process_vm_readv on this
+ * process (the path taken between processes). Once a call has returned, its caller owns its
+ * buffers again: the checking loop poisons them until the run ends (then puts the contents
+ * back), so that a peer still reading them gets garbage and the test fails.
  */
 #ifndef BRAID_TESTS_UNIT_SIM_H
 #define BRAID_TESTS_UNIT_SIM_H
@@ -19,6 +25,7 @@ typedef struct sim_cfg {
     size_t slot_size;       /* bytes per slot; the slice is this rounded down to the element */
     int exec_run;           /* drive with braid_exec_run (hangs on a deadlock: only for
                              * calls known to complete) instead of the checking loop */
+    int cma;                /* pulls through cross-memory attach instead of loads */
 } sim_cfg_t;
 
 /* One operation of one rank. Several calls may name the same rank (a group): they are
@@ -28,6 +35,7 @@ typedef struct sim_call {
     braid_coll_t coll;              /* built with braid_algo_build unless sched is set */
     const braid_sched_t *sched;     /* optional: run (a copy of) this schedule instead */
     void *sendbuf, *recvbuf;
+    size_t send_bytes, recv_bytes;  /* poisoned after the call returns (0: not) */
     braid_redop_spec_t redop;
     braid_msg_hdr_t hdr, expect;
 } sim_call_t;

@@ -45,6 +45,8 @@ typedef struct tcase {
     sim_cfg_t cfg;
     int random;             /* random floats: check that all ranks agree, not the values */
     const braid_algo_t *algo;   /* force this algorithm (NULL: the selector's choice) */
+    braid_pull_t pull;      /* how the communicator may pull (from any size) */
+    int premul_per_rank;    /* ncclPreMulSum with scalar rank + 1 on each rank */
 } tcase_t;
 
 typedef struct rbuf {
@@ -103,6 +105,12 @@ static double premul_factor(braid_dtype_t dt)
     return braid_dtype_is_float(dt) ? 2.0 : 3.0;
 }
 
+/* Rank r's ncclPreMulSum scalar: the same on every rank, or rank + 1 (ranks may differ). */
+static double premul_of(const tcase_t *tc, int r)
+{
+    return tc->premul_per_rank ? (double)(r + 1) : premul_factor(tc->dt);
+}
+
 /*
  * The value rank r contributes at element i. Sums: |values| of one element add up to at
  * most the exact bound (after the pre-multiplier), so every partial sum is exact. Products:
@@ -123,7 +131,7 @@ static double gen_value(const tcase_t *tc, int r, size_t i)
         return is_signed(tc->dt) ? (double)((int64_t)(h % (uint64_t)(2 * b + 1)) - b)
                                  : (double)(h % (uint64_t)(b + 1));
     if (tc->op == OP_PREMULSUM)
-        b = (int64_t)((double)b / premul_factor(tc->dt));
+        b = (int64_t)((double)b / (tc->premul_per_rank ? (double)n : premul_factor(tc->dt)));
     int64_t m = b / n;
     if (m >= 1)
         return sign * (double)(h % (uint64_t)(m + 1));
@@ -167,7 +175,7 @@ static double ref_reduce(const tcase_t *tc, rbuf_t *rb, size_t i)
     for (int r = 0; r < tc->n; r++) {
         double v = val_load(tc->dt, rb[r].in + i * es);
         if (tc->op == OP_PREMULSUM)
-            v *= premul_factor(tc->dt);
+            v *= premul_of(tc, r);
         if (tc->op == OP_AVG && braid_dtype_is_float(tc->dt))
             v /= tc->n;
         if (r == 0)
@@ -289,24 +297,25 @@ static void rbuf_free(rbuf_t *rb)
 
 static void tc_describe(const tcase_t *tc, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s %s %s n=%d count=%zu root=%d %s K=%d S=%zu%s",
+    snprintf(buf, len, "%s %s %s n=%d count=%zu root=%d %s K=%d S=%zu%s%s%s%s",
              braid_coll_name(tc->kind), braid_dtype_name(tc->dt),
              is_reduction(tc->kind) ? op_names[tc->op] : "-", tc->n, tc->count, tc->root,
              tc->in_place ? "in-place" : "out-of-place", tc->cfg.nslots, tc->cfg.slot_size,
-             tc->random ? " random" : "");
+             tc->random ? " random" : "", tc->pull ? " pulls" : "",
+             tc->cfg.cma ? " (process_vm_readv)" : "", tc->premul_per_rank ? " premul/rank" : "");
 }
 
 /* How the API layer lowers the op (ncclAvg, ncclPreMulSum), mirrored. */
-static void tc_redop(const tcase_t *tc, braid_redop_spec_t *rs)
+static void tc_redop(const tcase_t *tc, int r, braid_redop_spec_t *rs)
 {
     memset(rs, 0, sizeof(*rs));
     rs->kind = tc->op <= OP_MIN ? (braid_opkind_t)tc->op : BRAID_OP_SUM;
     if (tc->op == OP_PREMULSUM) {
         rs->premul = 1;
         if (braid_dtype_is_float(tc->dt))
-            rs->scalar.f = premul_factor(tc->dt);
+            rs->scalar.f = premul_of(tc, r);
         else
-            rs->scalar.i = (int64_t)premul_factor(tc->dt);
+            rs->scalar.i = (int64_t)premul_of(tc, r);
     } else if (tc->op == OP_AVG && braid_dtype_is_float(tc->dt)) {
         rs->premul = 1;
         rs->scalar.f = 1.0 / tc->n;
@@ -326,10 +335,13 @@ static void tc_call(const tcase_t *tc, int r, rbuf_t *rb, sim_call_t *c)
     c->coll.root = is_rooted(tc->kind) ? tc->root : -1;
     c->coll.count = tc->count;
     c->coll.in_place = rb->alias != ALIAS_NONE;
+    c->coll.pull = tc->pull;
     c->sendbuf = rb->send;
     c->recvbuf = rb->recv;
+    c->send_bytes = rb->send ? rb->send_bytes : 0;
+    c->recv_bytes = rb->recv ? rb->recv_bytes : 0;
     if (is_reduction(tc->kind))
-        tc_redop(tc, &c->redop);
+        tc_redop(tc, r, &c->redop);
     c->hdr.seq = 1;
     c->hdr.count = tc->count;
     c->hdr.kind = (uint8_t)tc->kind;
@@ -351,7 +363,7 @@ static int tc_taken(const tcase_t *tc)
 {
     braid_sched_t s;
     braid_coll_t c = { .kind = tc->kind, .dtype = tc->dt, .rank = 0, .nranks = tc->n,
-                       .root = tc->root, .count = tc->count };
+                       .root = tc->root, .count = tc->count, .pull = tc->pull };
     if (tc->algo == NULL)
         return 1;
     braid_sched_init(&s, braid_dtype_size(tc->dt));
@@ -360,21 +372,35 @@ static int tc_taken(const tcase_t *tc)
     return st == BRAID_OK;
 }
 
-/* Every region a schedule names lies inside the buffer the call passed, every peer exists. */
+/* Bytes a reference may span: in rank rb's buffers (a pull names the peer's). */
+static size_t ref_limit(braid_ref_t ref, const rbuf_t *rb, const braid_sched_t *s, int n)
+{
+    switch (ref.buf) {
+    case BRAID_BUF_SEND: return rb->send ? rb->send_bytes : 0;
+    case BRAID_BUF_RECV: return rb->recv ? rb->recv_bytes : 0;
+    case BRAID_BUF_HELLO: return (size_t)n * BRAID_HELLO_BYTES;
+    default: return s->scratch_bytes;
+    }
+}
+
+/* Every region a schedule names lies inside the buffer the call passed (a pulled region
+ * inside the peer's), every peer exists. `rb` is every rank's. */
 static void check_refs(const char *desc, const sim_call_t *c, const rbuf_t *rb)
 {
     braid_sched_t s;
+    const rbuf_t *mine = &rb[c->rank];
+    int n = c->coll.nranks;
     assert_int_equal(braid_algo_build(&c->coll, &s, NULL), BRAID_OK);
     for (int i = 0; i < s.nsteps; i++) {
         const braid_step_t *st = &s.steps[i];
-        const braid_ref_t refs[2] = { st->src, st->dst };
-        if (st->send_peer >= c->coll.nranks || st->recv_peer >= c->coll.nranks)
-            fail_msg("%s: rank %d step %d names peer %d/%d", desc, c->rank, i,
-                     (int)st->send_peer, (int)st->recv_peer);
-        for (int k = 0; k < 2; k++) {
-            size_t lim = refs[k].buf == BRAID_BUF_SEND   ? (rb->send ? rb->send_bytes : 0)
-                         : refs[k].buf == BRAID_BUF_RECV ? (rb->recv ? rb->recv_bytes : 0)
-                                                         : s.scratch_bytes;
+        const braid_ref_t refs[3] = { st->src, st->dst, st->pull };
+        if (st->send_peer >= n || st->recv_peer >= n || st->pull_peer >= n ||
+            (st->pull_peer >= 0 && (st->send_peer >= 0 || st->recv_peer >= 0)))
+            fail_msg("%s: rank %d step %d names peers %d/%d/%d", desc, c->rank, i,
+                     (int)st->send_peer, (int)st->recv_peer, (int)st->pull_peer);
+        for (int k = 0; k < 3; k++) {
+            const rbuf_t *owner = k == 2 ? &rb[st->pull_peer >= 0 ? st->pull_peer : 0] : mine;
+            size_t lim = ref_limit(refs[k], owner, &s, n);
             if (refs[k].buf != BRAID_BUF_NONE && refs[k].off + st->bytes > lim)
                 fail_msg("%s: rank %d step %d: buffer %d [%zu, +%zu) outside its %zu bytes",
                          desc, c->rank, i, refs[k].buf, refs[k].off, st->bytes, lim);
@@ -458,8 +484,9 @@ static void run_case(const tcase_t *tc)
     for (int r = 0; r < tc->n; r++) {
         rbuf_setup(tc, r, &rb[r]);
         tc_call(tc, r, &rb[r], &calls[r]);
-        check_refs(desc, &calls[r], &rb[r]);
     }
+    for (int r = 0; r < tc->n; r++)
+        check_refs(desc, &calls[r], rb);
     if (sim_run(&tc->cfg, tc->n, calls, tc->n, &res) != 0)
         fail_msg("%s: %s", desc, res.msg);
     if (tc->random) {
@@ -494,9 +521,21 @@ static int counts_for(braid_coll_kind_t kind, int n, size_t *c)
     return (int)(sizeof(v) / sizeof(v[0]));
 }
 
+/* How a case may pull: not at all, with loads (ranks of one process), or through
+ * process_vm_readv (the path between processes). */
+enum { PULL_NONE, PULL_LOAD, PULL_CMA };
+
+static void tc_pulls(tcase_t *tc, int pulls)
+{
+    tc->pull = pulls == PULL_NONE ? BRAID_PULL_NONE
+               : pulls == PULL_CMA ? BRAID_PULL_CMA : BRAID_PULL_LOAD;
+    tc->cfg.cma = pulls == PULL_CMA;
+}
+
 /* 1 to 17 ranks, every count, in and out of place, every root, tight FIFOs; then the
  * prime count through wider slots. */
-static void shapes_algo(braid_coll_kind_t kind, braid_dtype_t dt, const braid_algo_t *algo)
+static void shapes_pulls(braid_coll_kind_t kind, braid_dtype_t dt, const braid_algo_t *algo,
+                         int pulls)
 {
     for (int n = 1; n <= MAXR; n++) {
         size_t counts[8];
@@ -507,15 +546,22 @@ static void shapes_algo(braid_coll_kind_t kind, braid_dtype_t dt, const braid_al
                     tcase_t tc = { .kind = kind, .dt = dt, .op = OP_SUM, .n = n, .root = root,
                                    .in_place = ip, .count = counts[ci], .cfg = cfg_tight,
                                    .algo = algo };
+                    tc_pulls(&tc, pulls);
                     run_case(&tc);
                 }
         for (int ip = 0; ip < 2; ip++) {
             tcase_t tc = { .kind = kind, .dt = dt, .op = OP_SUM, .n = n, .root = n - 1,
                            .in_place = ip, .count = big_count(kind, n),
                            .cfg = ip ? cfg_odd : cfg_wide, .algo = algo };
+            tc_pulls(&tc, pulls);
             run_case(&tc);
         }
     }
+}
+
+static void shapes_algo(braid_coll_kind_t kind, braid_dtype_t dt, const braid_algo_t *algo)
+{
+    shapes_pulls(kind, dt, algo, PULL_NONE);
 }
 
 static void shapes(braid_coll_kind_t kind, braid_dtype_t dt)
@@ -552,7 +598,7 @@ SHAPES_TEST(scatter, BRAID_COLL_SCATTER)
 static const int type_ns[] = { 1, 2, 3, 4, 7, 16, 17 };
 #define NUM_TYPE_NS ((int)(sizeof(type_ns) / sizeof(type_ns[0])))
 
-static void reduction_types(braid_coll_kind_t kind)
+static void reduction_types_pulls(braid_coll_kind_t kind, int pulls)
 {
     for (int ni = 0; ni < NUM_TYPE_NS; ni++)
         for (int dt = 0; dt < BRAID_NUM_DTYPES; dt++)
@@ -570,9 +616,15 @@ static void reduction_types(braid_coll_kind_t kind)
                                        .root = (dt + op + ci) % n, .in_place = ip,
                                        .count = counts[ci],
                                        .cfg = ci & 1 ? cfg_odd : cfg_tight };
+                        tc_pulls(&tc, pulls);
                         run_case(&tc);
                     }
             }
+}
+
+static void reduction_types(braid_coll_kind_t kind)
+{
+    reduction_types_pulls(kind, PULL_NONE);
 }
 
 #define TYPES_TEST(_name, _kind)                                                           \
@@ -623,6 +675,114 @@ static void test_allreduce_ranks_agree(void **state)
                                .random = 1 };
                 run_case(&tc);
             }
+}
+
+/* ---- two-shot: pulls from the other ranks' buffers ---- */
+
+extern const braid_algo_t braid_algo_twoshot;
+
+/* Every shape of the three two-shot collectives, peers read in place. */
+static void test_twoshot_shapes(void **state)
+{
+    (void)state;
+    shapes_pulls(BRAID_COLL_ALLREDUCE, BRAID_INT32, &braid_algo_twoshot, PULL_LOAD);
+    shapes_pulls(BRAID_COLL_ALLGATHER, BRAID_INT32, &braid_algo_twoshot, PULL_LOAD);
+    shapes_pulls(BRAID_COLL_REDUCESCATTER, BRAID_INT32, &braid_algo_twoshot, PULL_LOAD);
+}
+
+/* The same through process_vm_readv, and with other element sizes. */
+static void test_twoshot_cma(void **state)
+{
+    (void)state;
+    shapes_pulls(BRAID_COLL_ALLREDUCE, BRAID_FP64, &braid_algo_twoshot, PULL_CMA);
+    shapes_pulls(BRAID_COLL_ALLGATHER, BRAID_UINT8, &braid_algo_twoshot, PULL_CMA);
+    shapes_pulls(BRAID_COLL_REDUCESCATTER, BRAID_BF16, &braid_algo_twoshot, PULL_CMA);
+}
+
+/* Every datatype and op (ncclAvg, ncclPreMulSum: the puller applies the peer's scalar). */
+static void test_twoshot_types(void **state)
+{
+    (void)state;
+    reduction_types_pulls(BRAID_COLL_ALLREDUCE, PULL_LOAD);
+    reduction_types_pulls(BRAID_COLL_REDUCESCATTER, PULL_CMA);
+}
+
+/* Random floats: every rank of a two-shot all-reduce ends with the same bits. */
+static void test_twoshot_ranks_agree(void **state)
+{
+    static const braid_dtype_t dts[] = { BRAID_FP16, BRAID_BF16, BRAID_FP32, BRAID_FP64 };
+    static const int ns[] = { 2, 3, 5, 17 };
+    (void)state;
+    for (int d = 0; d < 4; d++)
+        for (int op = 0; op < OP_NUM; op++)
+            for (int ni = 0; ni < 4; ni++) {
+                tcase_t tc = { .kind = BRAID_COLL_ALLREDUCE, .dt = dts[d], .op = op,
+                               .n = ns[ni], .in_place = (op + ni) & 1, .count = 1009,
+                               .cfg = cfg_tight, .random = 1, .algo = &braid_algo_twoshot };
+                tc_pulls(&tc, ni & 1 ? PULL_CMA : PULL_LOAD);
+                run_case(&tc);
+            }
+}
+
+/* ncclPreMulSum scalars may differ between ranks: each contribution is scaled by its own
+ * rank's, whoever reduces it (ring: the sender; two-shot: the puller, from the hello). */
+static void test_premul_per_rank(void **state)
+{
+    static const braid_coll_kind_t kinds[] = { BRAID_COLL_ALLREDUCE, BRAID_COLL_REDUCESCATTER,
+                                               BRAID_COLL_REDUCE };
+    static const braid_dtype_t dts[] = { BRAID_INT32, BRAID_FP32, BRAID_FP16, BRAID_UINT8 };
+    (void)state;
+    for (int k = 0; k < 3; k++)
+        for (int d = 0; d < 4; d++)
+            for (int n = 1; n <= 6; n++)
+                for (int pulls = PULL_NONE; pulls <= PULL_CMA; pulls++) {
+                    tcase_t tc = { .kind = kinds[k], .dt = dts[d], .op = OP_PREMULSUM, .n = n,
+                                   .root = n - 1, .in_place = (n + d) & 1, .count = 300,
+                                   .cfg = cfg_odd, .premul_per_rank = 1 };
+                    tc_pulls(&tc, pulls);
+                    run_case(&tc);
+                }
+}
+
+/* With pulls allowed, the three collectives take two-shot from the agreed size on. */
+static void test_twoshot_select(void **state)
+{
+    static const braid_coll_kind_t kinds[] = { BRAID_COLL_ALLREDUCE, BRAID_COLL_ALLGATHER,
+                                               BRAID_COLL_REDUCESCATTER };
+    const braid_algo_t *algo;
+    braid_sched_t s;
+    (void)state;
+    for (int k = 0; k < 3; k++) {
+        braid_coll_t c = { .kind = kinds[k], .dtype = BRAID_FP32, .rank = 1, .nranks = 4,
+                           .count = 1 << 20, .pull = BRAID_PULL_CMA,
+                           .pull_min = 4 << 20 };
+        size_t bytes = c.count * 4 * (kinds[k] == BRAID_COLL_ALLREDUCE ? 1 : 4);
+        assert_int_equal(braid_algo_build(&c, &s, &algo), BRAID_OK);
+        assert_string_equal(algo->name, bytes >= c.pull_min ? "twoshot" : "ring");
+        braid_sched_free(&s);
+        c.pull_min = bytes + 1;
+        assert_int_equal(braid_algo_build(&c, &s, &algo), BRAID_OK);
+        assert_string_equal(algo->name, "ring");
+        braid_sched_free(&s);
+        c.pull = BRAID_PULL_LOAD;
+        assert_int_equal(braid_algo_build(&c, &s, &algo), BRAID_OK);
+        assert_string_equal(algo->name, "ring");
+        braid_sched_free(&s);
+        c.pull_min = 0;
+        assert_int_equal(braid_algo_build(&c, &s, &algo), BRAID_OK);
+        assert_string_equal(algo->name, "twoshot");
+        braid_sched_free(&s);
+        c.pull = BRAID_PULL_NONE;                           /* not agreed: never */
+        assert_int_equal(braid_algo_build(&c, &s, &algo), BRAID_OK);
+        assert_string_equal(algo->name, "ring");
+        braid_sched_free(&s);
+        c.pull = BRAID_PULL_LOAD;
+        c.nranks = 1;
+        c.rank = 0;
+        assert_int_equal(braid_algo_build(&c, &s, &algo), BRAID_OK);
+        assert_string_not_equal(algo->name, "twoshot");    /* nobody to pull from */
+        braid_sched_free(&s);
+    }
 }
 
 /* ---- all-to-allv ---- */
@@ -922,6 +1082,28 @@ static void test_mismatch_length(void **state)
         braid_sched_free(&s[r]);
 }
 
+/* A pull before the peer's hello arrived is a braid bug, reported as such (not a crash). */
+static void test_pull_without_hello(void **state)
+{
+    braid_sched_t s[2];
+    sim_call_t calls[2];
+    sim_result_t res;
+    unsigned char buf[2][64] = { { 0 } };
+    (void)state;
+    for (int r = 0; r < 2; r++) {
+        braid_sched_init(&s[r], 4);
+        assert_int_equal(braid_sched_pull(&s[r], 1 - r, braid_ref(BRAID_BUF_SEND, 0),
+                                          braid_ref_none(), braid_ref(BRAID_BUF_RECV, 0), 16, 0),
+                         BRAID_OK);
+        custom_call(&calls[r], r, 2, &s[r], buf[r]);
+    }
+    assert_int_not_equal(sim_run(&cfg_tight, 2, calls, 2, &res), 0);
+    assert_int_equal(res.st, BRAID_ERR_INTERNAL);
+    assert_non_null(strstr(res.msg, "before its hello"));
+    for (int r = 0; r < 2; r++)
+        braid_sched_free(&s[r]);
+}
+
 /* ---- the selector ---- */
 
 static void test_algo_select(void **state)
@@ -1020,6 +1202,13 @@ int main(void)
         cmocka_unit_test(test_reducescatter_types),
         cmocka_unit_test(test_move_types),
         cmocka_unit_test(test_allreduce_ranks_agree),
+        cmocka_unit_test(test_twoshot_select),
+        cmocka_unit_test(test_twoshot_shapes),
+        cmocka_unit_test(test_twoshot_cma),
+        cmocka_unit_test(test_twoshot_types),
+        cmocka_unit_test(test_twoshot_ranks_agree),
+        cmocka_unit_test(test_premul_per_rank),
+        cmocka_unit_test(test_pull_without_hello),
         cmocka_unit_test(test_alltoallv),
         cmocka_unit_test(test_sendrecv),
         cmocka_unit_test(test_sendrecv_ordered),

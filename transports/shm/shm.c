@@ -24,6 +24,7 @@
 
 #include "core/log.h"
 #include "core/param.h"
+#include "transports/shm/cma.h"
 #include "transports/shm/shm.h"
 
 #define SHM_CTRL_MAGIC 0x62726169647368ull /* "braidsh" */
@@ -65,6 +66,8 @@ struct braid_shm {
     size_t fifo_bytes, seg_bytes;
     uint32_t nslots;
     shm_map_t *maps;        /* [nranks]: maps[rank] is our own segment */
+    braid_pull_t pull;      /* agreed: how ranks read each other's buffers */
+    size_t pull_min;        /* agreed: from this many bytes, algorithms do */
 };
 
 _Static_assert(sizeof(shm_slot_hdr_t) == SHM_CL, "slot header is one cache line");
@@ -262,6 +265,144 @@ static braid_status_t shm_check_local(const braid_comm_t *comm)
     return BRAID_OK;
 }
 
+/* ---- single copy: may ranks read each other's buffers? ------------------------------ */
+
+/* BRAID_SHM_CMA: -1 auto, 0 never, 1 between processes too. */
+static int shm_cma_mode(void)
+{
+    const char *v = braid_param_str(BRAID_P_SHM_CMA);
+    int64_t b;
+    if (strcmp(v, "auto") == 0 || v[0] == '\0')
+        return -1;
+    if (braid_param_parse_bool(v, &b) == BRAID_OK)
+        return (int)b;
+    BRAID_WARN("BRAID_SHM_CMA='%s' is not auto, 1 or 0: using auto", v);
+    return -1;
+}
+
+typedef struct shm_pull_vote {
+    uint64_t min;           /* this rank's BRAID_SHM_CMA_MIN */
+    int32_t mode;           /* its shm_cma_mode() */
+    int32_t one_process;    /* every rank is a thread of its process */
+} shm_pull_vote_t;
+
+typedef struct shm_cma_vote {
+    int32_t bad_peer;       /* first peer this rank could not read, or -1 */
+    int32_t err;            /* errno of that read (0: it read something else) */
+} shm_cma_vote_t;
+
+static int shm_same_process(const braid_shm_ctrl_t *a, const braid_shm_ctrl_t *b)
+{
+    return a->pid == b->pid && a->proc_key == b->proc_key;   /* pids repeat across namespaces */
+}
+
+static int shm_one_process(const braid_comm_t *comm)
+{
+    for (int r = 0; r < comm->nranks; r++)
+        if (!shm_same_process(braid_shm_ctrl(comm, r), braid_shm_ctrl(comm, comm->rank)))
+            return 0;
+    return 1;
+}
+
+/* Read every peer's control block through CMA and compare with our mapping of it. */
+static void shm_cma_probe(const braid_comm_t *comm, shm_cma_vote_t *v)
+{
+    const braid_shm_ctrl_t *me = braid_shm_ctrl(comm, comm->rank);
+    v->bad_peer = -1;
+    for (int r = 0; r < comm->nranks && v->bad_peer < 0; r++) {
+        const braid_shm_ctrl_t *c = braid_shm_ctrl(comm, r);
+        char got[16];
+        if (r == comm->rank || shm_same_process(c, me))
+            continue;
+        v->err = braid_cma_read(c->pid, got, c->self_addr, sizeof(got));
+        if (v->err != 0 || memcmp(got, c, sizeof(got)) != 0)
+            v->bad_peer = r;
+    }
+}
+
+/*
+ * Single copy between processes: every process lets its peers read it, then every rank tries
+ * to read every other, and all agree. Where one cannot (containers, seccomp, Yama, another
+ * user), messages go through the FIFOs; if rank `req` asked for single copy (>= 0), init
+ * fails instead, naming the ranks.
+ */
+static braid_status_t shm_cma_try(braid_comm_t *comm, int req)
+{
+    int n = comm->nranks, bad = -1;
+    shm_cma_vote_t *v = calloc((size_t)n, sizeof(*v));
+    if (v == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d votes", n);
+    braid_cma_allow_peers();
+    braid_status_t st = braid_bootstrap_barrier(comm->bs);
+    if (st == BRAID_OK) {
+        shm_cma_probe(comm, &v[comm->rank]);
+        st = braid_bootstrap_allgather(comm->bs, &v[comm->rank], v, sizeof(*v));
+    }
+    for (int r = 0; r < n && st == BRAID_OK && bad < 0; r++)
+        bad = v[r].bad_peer >= 0 ? r : -1;
+    const char *why = bad < 0 ? "" : v[bad].err ? strerror(v[bad].err)
+                                                : "it read something else: another pid namespace?";
+    if (st == BRAID_OK && bad >= 0 && req >= 0)
+        st = braid_err(BRAID_ERR_UNSUPPORTED, "shm: BRAID_SHM_CMA=1 on rank %d, but rank %d "
+                       "cannot read the memory of rank %d with process_vm_readv (%s): unset "
+                       "BRAID_SHM_CMA to pass messages through shared memory", req, bad,
+                       v[bad].bad_peer, why);
+    else if (st == BRAID_OK && bad >= 0)
+        BRAID_INFO(BRAID_SUB_SHM | BRAID_SUB_INIT, "shm: rank %d cannot read rank %d with "
+                   "process_vm_readv (%s): messages go through shared memory", bad,
+                   v[bad].bad_peer, why);
+    else if (st == BRAID_OK)
+        comm->shm->pull = BRAID_PULL_CMA;
+    free(v);
+    return st;
+}
+
+/*
+ * Every rank votes; all agree on the outcome (the vote is also the barrier after which every
+ * rank has mapped every segment). Ranks that are threads of one process read each other's
+ * buffers with plain loads, which saves a copy. Between processes a pull is a copy by the
+ * kernel (rep movsb, page by page): measured on a 2-core VM it is no faster than a FIFO
+ * slot, whose traffic stays in cache, and slower in place, so by default it is used only
+ * when asked for (BRAID_SHM_CMA=1); SHM_CMA_BY_DEFAULT makes auto try it too, falling back
+ * to the FIFOs where the kernel refuses.
+ */
+#define SHM_CMA_BY_DEFAULT 0
+
+static braid_status_t shm_pull_agree(braid_comm_t *comm)
+{
+    int n = comm->nranks, req = -1, off = -1, one = 1;
+    shm_pull_vote_t *v = calloc((size_t)n, sizeof(*v)), *mine;
+    if (v == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d votes", n);
+    mine = &v[comm->rank];
+    mine->min = (uint64_t)braid_param_int(BRAID_P_SHM_CMA_MIN);
+    mine->mode = shm_cma_mode();
+    mine->one_process = shm_one_process(comm);
+    braid_status_t st = braid_bootstrap_allgather(comm->bs, mine, v, sizeof(*v));
+    for (int r = 0; r < n && st == BRAID_OK; r++) {
+        req = req < 0 && v[r].mode == 1 ? r : req;
+        off = off < 0 && v[r].mode == 0 ? r : off;
+        one &= v[r].one_process;
+    }
+    comm->shm->pull = BRAID_PULL_NONE;
+    comm->shm->pull_min = (size_t)v[0].min;
+    if (st == BRAID_OK && req >= 0 && off >= 0)
+        st = braid_err(BRAID_ERR_INVALID, "shm: BRAID_SHM_CMA=1 on rank %d but 0 on rank %d: "
+                       "set the same value on every rank", req, off);
+    else if (st == BRAID_OK && off < 0 && one)
+        comm->shm->pull = BRAID_PULL_LOAD;
+    else if (st == BRAID_OK && (req >= 0 || (SHM_CMA_BY_DEFAULT && off < 0)))
+        st = shm_cma_try(comm, req);
+    free(v);
+    return st;
+}
+
+braid_pull_t braid_shm_pull(const braid_comm_t *comm, size_t *min_p)
+{
+    *min_p = comm->shm != NULL ? comm->shm->pull_min : 0;
+    return comm->shm != NULL ? comm->shm->pull : BRAID_PULL_NONE;
+}
+
 static braid_status_t shm_create_own(braid_comm_t *comm)
 {
     braid_shm_t *shm = comm->shm;
@@ -272,6 +413,8 @@ static braid_status_t shm_create_own(braid_comm_t *comm)
     braid_shm_ctrl_t *ctrl = (braid_shm_ctrl_t *)shm->maps[comm->rank].base;
     ctrl->rank = comm->rank;
     ctrl->pid = (int32_t)getpid();
+    ctrl->self_addr = (uint64_t)(uintptr_t)ctrl;
+    ctrl->proc_key = braid_cma_proc_key();
     atomic_store(&ctrl->state, BRAID_COMM_INITIALIZING);
     ctrl->magic = SHM_CTRL_MAGIC;  /* peers look after the bootstrap barrier */
     return BRAID_OK;
@@ -319,14 +462,17 @@ braid_status_t braid_shm_setup(braid_comm_t *comm)
     BRAID_CHECK(shm_create_own(comm));
     BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
     BRAID_CHECK(shm_map_peers(comm));
-    /* everyone has mapped everyone: the names can go */
-    BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
+    BRAID_CHECK(shm_pull_agree(comm));
+    /* everyone has mapped everyone (they voted after mapping): the names can go */
     shm->setup_done = 1;
     seg_unlink(shm);
     BRAID_CHECK(shm_make_conns(comm));
     BRAID_INFO(BRAID_SUB_SHM | BRAID_SUB_INIT,
-               "shm: %d ranks, %u slots of %zu bytes per peer, %zu-byte segment", comm->nranks,
-               shm->nslots, comm->slot_size, shm->seg_bytes);
+               "shm: %d ranks, %u slots of %zu bytes per peer, %zu-byte segment; single copy "
+               "%s (from %zu bytes)", comm->nranks, shm->nslots, comm->slot_size,
+               shm->seg_bytes, shm->pull == BRAID_PULL_LOAD  ? "by loads"
+                               : shm->pull == BRAID_PULL_CMA ? "by process_vm_readv"
+                                                             : "off", shm->pull_min);
     return BRAID_OK;
 }
 
