@@ -12,16 +12,6 @@
  */
 #include "perf_common.h"
 
-static void all_gather_sizes(size_t count, int nranks, perf_sizes_t *s)
-{
-    size_t block = perf_rank_block(count, nranks, s->elt_size);
-    s->send_count = block;
-    s->recv_count = block * (size_t)nranks;
-    s->param_count = block;
-    s->send_inplace_off = block;
-    s->recv_inplace_off = 0;
-}
-
 /* Input: this rank's block; expected: every rank's block, in rank order. */
 static void all_gather_fill(const perf_data_t *d, const perf_sizes_t *s, int rank, void *in,
                             void *expected)
@@ -45,7 +35,7 @@ static const perf_coll_t all_gather_coll = {
     .prog = "all_gather_perf",
     .name = "all_gather",
     .call = "ncclAllGather",
-    .sizes = all_gather_sizes,
+    .sizes = perf_sizes_gather,
     .bus_factor = perf_bus_factor_nm1,
     .fill = all_gather_fill,
     .run = all_gather_run,

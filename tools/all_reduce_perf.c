@@ -10,12 +10,6 @@
  */
 #include "perf_common.h"
 
-static void all_reduce_sizes(size_t count, int nranks, perf_sizes_t *s)
-{
-    (void)nranks;
-    *s = (perf_sizes_t){ .send_count = count, .recv_count = count, .param_count = count };
-}
-
 static double all_reduce_bus_factor(int nranks)
 {
     return nranks > 0 ? 2.0 * (nranks - 1) / nranks : 0.0;
@@ -44,7 +38,7 @@ static const perf_coll_t all_reduce_coll = {
     .call = "ncclAllReduce",
     .uses_op = 1,
     .uses_root = 0,
-    .sizes = all_reduce_sizes,
+    .sizes = perf_sizes_whole,
     .bus_factor = all_reduce_bus_factor,
     .fill = all_reduce_fill,
     .run = all_reduce_run,

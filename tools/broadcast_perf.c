@@ -11,16 +11,6 @@
  */
 #include "perf_common.h"
 
-static void broadcast_sizes(size_t count, int nranks, perf_sizes_t *s)
-{
-    (void)nranks;
-    s->send_count = count;
-    s->recv_count = count;
-    s->param_count = count;
-    s->send_inplace_off = 0;
-    s->recv_inplace_off = 0;
-}
-
 /* Input: the root's values (the others send nothing); expected: the root's values. */
 static void broadcast_fill(const perf_data_t *d, const perf_sizes_t *s, int rank, void *in,
                            void *expected)
@@ -43,7 +33,7 @@ static const perf_coll_t broadcast_coll = {
     .name = "broadcast",
     .call = "ncclBroadcast",
     .uses_root = 1,
-    .sizes = broadcast_sizes,
+    .sizes = perf_sizes_whole,
     .bus_factor = perf_bus_factor_one,
     .fill = broadcast_fill,
     .run = broadcast_run,

@@ -13,16 +13,6 @@
  */
 #include "perf_common.h"
 
-static void gather_sizes(size_t count, int nranks, perf_sizes_t *s)
-{
-    size_t block = perf_rank_block(count, nranks, s->elt_size);
-    s->send_count = block;
-    s->recv_count = block * (size_t)nranks;
-    s->param_count = block;
-    s->send_inplace_off = block;
-    s->recv_inplace_off = 0;
-}
-
 /* Input: this rank's block; expected (root only): every rank's block, in rank order. */
 static void gather_fill(const perf_data_t *d, const perf_sizes_t *s, int rank, void *in,
                         void *expected)
@@ -46,7 +36,7 @@ static const perf_coll_t gather_coll = {
     .call = "ncclGather",
     .uses_root = 1,
     .root_only = 1,
-    .sizes = gather_sizes,
+    .sizes = perf_sizes_gather,
     .bus_factor = perf_bus_factor_nm1,
     .fill = gather_fill,
     .run = gather_run,

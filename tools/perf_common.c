@@ -799,6 +799,31 @@ static int perf_job_run(perf_job_t *job)
 
 /* ---- bus factors shared by the tools ---- */
 
+void perf_sizes_whole(size_t count, int nranks, perf_sizes_t *s)
+{
+    (void)nranks;
+    s->send_count = s->recv_count = s->param_count = count;
+    s->send_inplace_off = s->recv_inplace_off = 0;
+}
+
+void perf_sizes_gather(size_t count, int nranks, perf_sizes_t *s)
+{
+    size_t block = perf_rank_block(count, nranks, s->elt_size);
+    s->send_count = s->param_count = block;
+    s->recv_count = block * (size_t)nranks;
+    s->send_inplace_off = block;
+    s->recv_inplace_off = 0;
+}
+
+void perf_sizes_scatter(size_t count, int nranks, perf_sizes_t *s)
+{
+    size_t block = perf_rank_block(count, nranks, s->elt_size);
+    s->send_count = block * (size_t)nranks;
+    s->recv_count = s->param_count = block;
+    s->send_inplace_off = 0;
+    s->recv_inplace_off = block;
+}
+
 double perf_bus_factor_nm1(int nranks)
 {
     return nranks > 0 ? (double)(nranks - 1) / nranks : 0.0;

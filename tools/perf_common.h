@@ -111,6 +111,14 @@ static inline void *perf_elem(const perf_data_t *d, void *buf, size_t i)
     return (char *)buf + i * (size_t)d->type->size;
 }
 
+/* The size shapes the tools share (nccl-tests' getCollByteCount):
+ *   whole:   every rank sends and receives `count` (all-reduce, broadcast, reduce, sendrecv);
+ *   gather:  each rank sends a block, the result holds n blocks (all-gather, gather);
+ *   scatter: the input holds n blocks, each rank receives one (reduce-scatter, scatter). */
+void perf_sizes_whole(size_t count, int nranks, perf_sizes_t *s);
+void perf_sizes_gather(size_t count, int nranks, perf_sizes_t *s);
+void perf_sizes_scatter(size_t count, int nranks, perf_sizes_t *s);
+
 /* (n-1)/n: the bus factor of all-gather, reduce-scatter, alltoall, gather and scatter. */
 double perf_bus_factor_nm1(int nranks);
 

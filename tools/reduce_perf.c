@@ -12,16 +12,6 @@
  */
 #include "perf_common.h"
 
-static void reduce_sizes(size_t count, int nranks, perf_sizes_t *s)
-{
-    (void)nranks;
-    s->send_count = count;
-    s->recv_count = count;
-    s->param_count = count;
-    s->send_inplace_off = 0;
-    s->recv_inplace_off = 0;
-}
-
 /* Input: this rank's values; expected (root only): the reduction over every rank. */
 static void reduce_fill(const perf_data_t *d, const perf_sizes_t *s, int rank, void *in,
                         void *expected)
@@ -44,7 +34,7 @@ static const perf_coll_t reduce_coll = {
     .uses_op = 1,
     .uses_root = 1,
     .root_only = 1,
-    .sizes = reduce_sizes,
+    .sizes = perf_sizes_whole,
     .bus_factor = perf_bus_factor_one,
     .fill = reduce_fill,
     .run = reduce_run,

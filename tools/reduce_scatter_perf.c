@@ -12,16 +12,6 @@
  */
 #include "perf_common.h"
 
-static void reduce_scatter_sizes(size_t count, int nranks, perf_sizes_t *s)
-{
-    size_t block = perf_rank_block(count, nranks, s->elt_size);
-    s->send_count = block * (size_t)nranks;
-    s->recv_count = block;
-    s->param_count = block;
-    s->send_inplace_off = 0;
-    s->recv_inplace_off = block;
-}
-
 /* Input: n blocks of this rank's values; expected: the reduction of block `rank`. */
 static void reduce_scatter_fill(const perf_data_t *d, const perf_sizes_t *s, int rank,
                                 void *in, void *expected)
@@ -44,7 +34,7 @@ static const perf_coll_t reduce_scatter_coll = {
     .name = "reduce_scatter",
     .call = "ncclReduceScatter",
     .uses_op = 1,
-    .sizes = reduce_scatter_sizes,
+    .sizes = perf_sizes_scatter,
     .bus_factor = perf_bus_factor_nm1,
     .fill = reduce_scatter_fill,
     .run = reduce_scatter_run,

@@ -12,16 +12,6 @@
  */
 #include "perf_common.h"
 
-static void scatter_sizes(size_t count, int nranks, perf_sizes_t *s)
-{
-    size_t block = perf_rank_block(count, nranks, s->elt_size);
-    s->send_count = block * (size_t)nranks;
-    s->recv_count = block;
-    s->param_count = block;
-    s->send_inplace_off = 0;
-    s->recv_inplace_off = block;
-}
-
 /* Input: the root's n blocks (the others send nothing); expected: block `rank` of them. */
 static void scatter_fill(const perf_data_t *d, const perf_sizes_t *s, int rank, void *in,
                          void *expected)
@@ -44,7 +34,7 @@ static const perf_coll_t scatter_coll = {
     .name = "scatter",
     .call = "ncclScatter",
     .uses_root = 1,
-    .sizes = scatter_sizes,
+    .sizes = perf_sizes_scatter,
     .bus_factor = perf_bus_factor_nm1,
     .fill = scatter_fill,
     .run = scatter_run,

@@ -12,16 +12,6 @@
  */
 #include "perf_common.h"
 
-static void sendrecv_sizes(size_t count, int nranks, perf_sizes_t *s)
-{
-    (void)nranks;
-    s->send_count = count;
-    s->recv_count = count;
-    s->param_count = count;
-    s->send_inplace_off = 0;
-    s->recv_inplace_off = 0;
-}
-
 /* Input: this rank's values; expected: the values of rank r-1. */
 static void sendrecv_fill(const perf_data_t *d, const perf_sizes_t *s, int rank, void *in,
                           void *expected)
@@ -53,7 +43,7 @@ static const perf_coll_t sendrecv_coll = {
     .call = "ncclSend/ncclRecv",
     .labels_op = 1,
     .inplace_na = 1,
-    .sizes = sendrecv_sizes,
+    .sizes = perf_sizes_whole,
     .bus_factor = perf_bus_factor_one,
     .fill = sendrecv_fill,
     .run = sendrecv_run,
