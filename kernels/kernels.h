@@ -87,6 +87,11 @@ void braid_kern_divide(braid_dtype_t dt, void *dst, const void *src, size_t coun
  * avx2/avx512 variants, so the destination is not in this core's cache afterwards. */
 void braid_kern_copy(void *dst, const void *src, size_t bytes);
 
+/* memcpy with non-temporal stores at any size (avx2/avx512; memcpy in the generic
+ * variant), for outputs that will not be read again soon: they skip the read-for-ownership
+ * of the destination lines and leave the cache to the data still in use. */
+void braid_kern_copy_stream(void *dst, const void *src, size_t bytes);
+
 /* Scalar conversions, exposed for tests and for ncclRedOpCreatePreMulSum. */
 float braid_fp16_to_float(uint16_t h);
 uint16_t braid_float_to_fp16(float f);

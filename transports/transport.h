@@ -32,8 +32,9 @@ typedef struct braid_conn braid_conn_t;
 
 typedef struct braid_transport_ops {
     const char *name;
-    /* A free slot to write: its address and capacity. INPROGRESS if none is free. */
-    braid_status_t (*send_slot)(braid_conn_t *c, void **ptr_p, size_t *cap_p);
+    /* A free slot to write `len` bytes into: its address and capacity (a transport may
+     * hand out a smaller place for a small len). INPROGRESS if none is free. */
+    braid_status_t (*send_slot)(braid_conn_t *c, size_t len, void **ptr_p, size_t *cap_p);
     /* Hand the slot got from send_slot to the peer, holding `len` bytes. */
     braid_status_t (*send_commit)(braid_conn_t *c, size_t len, const braid_msg_hdr_t *hdr);
     /* The oldest full slot: data, length, header. INPROGRESS if none has arrived. */
@@ -54,9 +55,10 @@ struct braid_conn {
     uint64_t ticket_next, ticket_serving;
 };
 
-static inline braid_status_t braid_conn_send_slot(braid_conn_t *c, void **p, size_t *cap)
+static inline braid_status_t braid_conn_send_slot(braid_conn_t *c, size_t len, void **p,
+                                                  size_t *cap)
 {
-    return c->ops->send_slot(c, p, cap);
+    return c->ops->send_slot(c, len, p, cap);
 }
 static inline braid_status_t braid_conn_send_commit(braid_conn_t *c, size_t len,
                                                     const braid_msg_hdr_t *hdr)

@@ -178,6 +178,12 @@ void braid_kern_copy(void *dst, const void *src, size_t bytes)
         kern_table()->copy_large(dst, src, bytes);
 }
 
+void braid_kern_copy_stream(void *dst, const void *src, size_t bytes)
+{
+    if (bytes != 0)
+        kern_table()->copy_large(dst, src, bytes);
+}
+
 /* ---- datatypes ---- */
 
 static const struct {

@@ -233,6 +233,7 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     BRAID_CHECK(comm_tables(comm));
     BRAID_CHECK(comm_slots(comm));
     comm->oversubscribed = comm_oversubscribed(comm);
+    comm->stream_min = (size_t)braid_param_int(BRAID_P_STREAM_MIN);
     BRAID_CHECK(braid_shm_setup(comm));
     braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
     atomic_store(&ctrl->state, BRAID_COMM_READY);

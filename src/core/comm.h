@@ -79,6 +79,7 @@ struct ncclComm {
     uint64_t child_count;              /* splits and shrinks made from this comm */
     int check_host_ptrs;               /* check buffers are CPU-readable (device/device.h) */
     int oversubscribed;                /* more ranks on this host than cores we may run on */
+    size_t stream_min;                 /* BRAID_STREAM_MIN: stream outputs from this size */
     braid_premul_t *premuls;           /* ncclRedOpCreatePreMulSum handles */
     int npremuls;
 

@@ -97,6 +97,24 @@ static int call_in_place(const braid_comm_t *comm, const braid_call_t *c)
     }
 }
 
+/* Bytes of the receive buffer that the call writes on this rank. */
+static size_t call_out_bytes(const braid_comm_t *comm, const braid_call_t *c)
+{
+    size_t blk = c->count * braid_dtype_size(c->dtype);
+    switch (c->kind) {
+    case BRAID_COLL_ALLGATHER:
+    case BRAID_COLL_ALLTOALL:
+        return blk * (size_t)comm->nranks;
+    case BRAID_COLL_GATHER:
+        return c->root == comm->rank ? blk * (size_t)comm->nranks : 0;
+    case BRAID_COLL_ALLTOALLV:
+    case BRAID_COLL_SEND:
+        return 0;
+    default:
+        return blk;
+    }
+}
+
 static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, braid_op_t *op)
 {
     braid_coll_t coll = {
@@ -120,6 +138,8 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
     op->hooks = &braid_comm_exec_hooks;
     op->hook_ctx = comm;
     op->oversubscribed = comm->oversubscribed;
+    op->stream_out = !coll.in_place && comm->stream_min > 0 &&
+                     call_out_bytes(comm, call) >= comm->stream_min;
     op_header(comm, call, op);
     return BRAID_OK;
 }
@@ -175,7 +195,7 @@ braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call)
     if (group.depth > 0 && (op = malloc(sizeof(*op))) == NULL)
         return braid_err(BRAID_ERR_NOMEM, "out of memory for a %s call",
                          braid_coll_name(call->kind));
-    memset(op, 0, sizeof(*op));
+    braid_op_clear(op);
     braid_status_t st = op_build(comm, call, op);
     if (st < 0) {
         braid_sched_free(&op->sched);

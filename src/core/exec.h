@@ -56,22 +56,31 @@ typedef struct braid_op {
     void *hook_ctx;
     int p2p_peer;                   /* send/recv: the peer (the caller's bookkeeping) */
     int oversubscribed;             /* more ranks on this host than cores: yield, don't spin */
+    int stream_out;                 /* write destinations with non-temporal stores */
     int pull_cma;                   /* pull with cross-memory attach even from this process
                                      * (tests: exercises that path in one process) */
 
     /* Executor state. */
     uint64_t *tickets;              /* [2 * nranks]: send tickets, then receive tickets */
-#define BRAID_OP_INLINE_TICKETS 64
-    uint64_t tickets_inline[BRAID_OP_INLINE_TICKETS];   /* used up to 32 ranks */
     char *bounce;                   /* pulls that reduce: a block read from a peer (the
                                      * driving thread's, see exec.c) */
     int stage_begin, stage_end, step;
     size_t stage_slice;             /* this stage's slice: `slice`, or more for copies */
     size_t iter, niter;
     uint64_t slices_done;           /* grows with every slice moved: progress indicator */
-    double last_progress;           /* braid_now() of the last slice moved */
+    double last_progress;           /* braid_now() of the last slice moved; < 0: not
+                                     * stamped yet (the executor reads the clock lazily) */
     int started, done;
+
+    /* Last, so that braid_op_clear() can leave it alone. */
+#define BRAID_OP_INLINE_TICKETS 64
+    uint64_t tickets_inline[BRAID_OP_INLINE_TICKETS];   /* used up to 32 ranks */
 } braid_op_t;
+
+/* Zero every field of op but the inline arrays (sched's steps and the tickets, 1.5 KB that
+ * are written before they are read): clearing them would cost a small call a third of its
+ * time. Then braid_sched_init() the schedule. */
+void braid_op_clear(braid_op_t *op);
 
 /* Take this op's turn on each connection it uses (in call order), allocate scratch. */
 braid_status_t braid_op_start(braid_op_t *op);

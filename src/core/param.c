@@ -61,6 +61,9 @@ static const param_entry_t param_table[] = {
     [BRAID_P_SHM_CMA_MIN] = P_SIZE("SHM_CMA_MIN", NULL, "256K", 0, INT64_C(1) << 50,
         "bytes from which all-reduce, all-gather and reduce-scatter use single copy "
         "(all-gather and reduce-scatter count all ranks' blocks; rank 0's value is used)"),
+    [BRAID_P_STREAM_MIN] = P_SIZE("STREAM_MIN", NULL, "16M", 0, INT64_C(1) << 50,
+        "out-of-place calls whose output has at least this many bytes write it with "
+        "non-temporal stores, sparing the cache (0: never)"),
     [BRAID_P_CPU_ISA] = P_STR("CPU_ISA", NULL, "auto",
         "host kernel variant: auto, avx512, avx2 or generic"),
     [BRAID_P_HOST_PTR_CHECK] = P_STR("HOST_PTR_CHECK", NULL, "auto",

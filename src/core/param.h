@@ -34,6 +34,7 @@ typedef enum {
     BRAID_P_SHM_DIR,            /* where segments are created (default /dev/shm) */
     BRAID_P_SHM_CMA,            /* auto/1/0: single copy (threads: loads; processes: CMA) */
     BRAID_P_SHM_CMA_MIN,        /* bytes from which single-copy algorithms are used */
+    BRAID_P_STREAM_MIN,         /* output bytes from which outputs are written streaming */
     BRAID_P_CPU_ISA,            /* force the host kernel variant: auto, avx512, avx2, generic */
     BRAID_P_HOST_PTR_CHECK,     /* auto/1/0: reject buffers the CPU cannot read */
     BRAID_P_CHECK_PEERS_MS,     /* how often a waiting rank checks its peers are alive */

@@ -5,7 +5,8 @@
 # Then again with the single-copy algorithms (algorithms/twoshot.c) taken from every size
 # (BRAID_SHM_CMA_MIN=0: the quick variant has no count large enough otherwise), between
 # processes too (BRAID_SHM_CMA=1: process_vm_readv), and with threads without them
-# (BRAID_SHM_CMA=0: threads of one process use them by default).
+# (BRAID_SHM_CMA=0: threads of one process use them by default). Last with outputs
+# written by non-temporal stores from every size (BRAID_STREAM_MIN=1; default 16 MiB).
 #
 # Environment: BRAID_BUILD_DIR (set by make check; default: this script's build tree),
 # BRAID_TEST_QUICK=1 for the quick variant (also chosen for --enable-sanitizers builds),
@@ -79,5 +80,13 @@ done
 run "-t 4 single copy" "${single[@]}" "$check" -t 4 "${args[@]}"
 run "-T 3 single copy" "${single[@]}" "$check" -T 3 "${args[@]}"
 run "-T 3 no single copy" env BRAID_SHM_CMA=0 "$check" -T 3 "${args[@]}"
+
+stream=(env BRAID_STREAM_MIN=1)
+if [ -x "$braidrun" ]; then
+    run "3 processes, streaming" "${stream[@]}" "$braidrun" -n 3 -- "$check" "${args[@]}"
+else
+    run "3 processes, streaming" "${stream[@]}" "$check" -p 3 "${args[@]}"
+fi
+run "-t 4 streaming" "${stream[@]}" "$check" -t 4 "${args[@]}"
 
 exit $status

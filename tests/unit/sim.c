@@ -51,8 +51,9 @@ static braid_status_t sim_misuse(sim_conn_t *c, const char *what)
     return braid_err(BRAID_ERR_INTERNAL, "simulated transport: %s", w->misuse);
 }
 
-static braid_status_t sim_send_slot(braid_conn_t *bc, void **ptr_p, size_t *cap_p)
+static braid_status_t sim_send_slot(braid_conn_t *bc, size_t len, void **ptr_p, size_t *cap_p)
 {
+    (void)len;
     sim_conn_t *c = (sim_conn_t *)bc;
     sim_fifo_t *f = c->fifo;
     if (!c->is_send)

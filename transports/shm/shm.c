@@ -5,13 +5,15 @@
  *
  *   [ control block | FIFO from rank 0 | FIFO from rank 1 | ... | FIFO from rank n-1 ]
  *
- * FIFO: [ head (sender) | tail (receiver) | K slot headers | K slots of S bytes ]
+ * FIFO: [ tail (receiver) | K slot headers | K slots of S bytes ]
  *
- * The sender owns `head`, the receiver owns `tail`, each on its own cache line. A slot is
- * free while head - tail < K. The sender writes the data and the slot header, then stores
- * head + 1 with release order; the receiver loads head with acquire order, reads, and
- * stores tail + 1 with release order. Each side caches the other's counter and re-reads it
- * only when the cached value says "full" or "empty".
+ * A slot header is one cache line: a stamp, the length, the message header and, for
+ * messages of up to SHM_INLINE bytes, the data itself. The sender writes the data and the
+ * header, then stores the stamp (the message's index + 1) with release order; the receiver
+ * polls the stamp of the next slot with acquire order, reads, and stores tail + 1 with
+ * release order. A small message thus costs the receiver one cache-line transfer, and a
+ * large one that line plus its data. A slot is free while sent - tail < K; the sender
+ * caches tail and re-reads it only when the cached value says "full".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,16 +34,17 @@
 #define SHM_CL 64u
 
 typedef struct shm_fifo {
-    _Atomic uint64_t head;
-    char pad0[SHM_CL - sizeof(uint64_t)];
     _Atomic uint64_t tail;
-    char pad1[SHM_CL - sizeof(uint64_t)];
+    char pad[SHM_CL - sizeof(uint64_t)];
 } shm_fifo_t;
 
+#define SHM_INLINE (SHM_CL - 2 * sizeof(uint64_t) - sizeof(braid_msg_hdr_t))
+
 typedef struct shm_slot_hdr {
+    _Atomic uint64_t stamp;     /* index + 1 of the message in the slot; stored last */
     uint64_t len;
     braid_msg_hdr_t msg;
-    char pad[SHM_CL - sizeof(uint64_t) - sizeof(braid_msg_hdr_t)];
+    _Alignas(8) char data[SHM_INLINE];   /* a message of up to SHM_INLINE bytes */
 } shm_slot_hdr_t;
 
 typedef struct shm_conn {
@@ -50,8 +53,8 @@ typedef struct shm_conn {
     shm_slot_hdr_t *hdrs;
     char *data;
     uint32_t nslots;
-    uint64_t mine;          /* sender: head; receiver: tail */
-    uint64_t theirs;        /* cached counter of the other side */
+    uint64_t mine;          /* messages sent (sender) or released (receiver) */
+    uint64_t theirs;        /* sender: cached tail */
 } shm_conn_t;
 
 typedef struct shm_map {
@@ -85,7 +88,7 @@ static size_t fifo_hdr_bytes(uint32_t nslots)
 
 /* ---- the slot protocol -------------------------------------------------------------- */
 
-static braid_status_t shm_send_slot(braid_conn_t *c, void **ptr_p, size_t *cap_p)
+static braid_status_t shm_send_slot(braid_conn_t *c, size_t len, void **ptr_p, size_t *cap_p)
 {
     shm_conn_t *sc = (shm_conn_t *)c;
     if (sc->mine - sc->theirs >= sc->nslots) {
@@ -93,8 +96,14 @@ static braid_status_t shm_send_slot(braid_conn_t *c, void **ptr_p, size_t *cap_p
         if (sc->mine - sc->theirs >= sc->nslots)
             return BRAID_INPROGRESS;
     }
-    *ptr_p = sc->data + (sc->mine % sc->nslots) * c->slot_size;
-    *cap_p = c->slot_size;
+    uint64_t i = sc->mine % sc->nslots;
+    if (len <= SHM_INLINE) {
+        *ptr_p = sc->hdrs[i].data;
+        *cap_p = SHM_INLINE;
+    } else {
+        *ptr_p = sc->data + i * c->slot_size;
+        *cap_p = c->slot_size;
+    }
     return BRAID_OK;
 }
 
@@ -105,7 +114,7 @@ static braid_status_t shm_send_commit(braid_conn_t *c, size_t len, const braid_m
     h->len = len;
     h->msg = *hdr;
     sc->mine++;
-    atomic_store_explicit(&sc->fifo->head, sc->mine, memory_order_release);
+    atomic_store_explicit(&h->stamp, sc->mine, memory_order_release);
     return BRAID_OK;
 }
 
@@ -113,14 +122,12 @@ static braid_status_t shm_recv_slot(braid_conn_t *c, const void **ptr_p, size_t 
                                     braid_msg_hdr_t *hdr_p)
 {
     shm_conn_t *sc = (shm_conn_t *)c;
-    if (sc->theirs == sc->mine) {
-        sc->theirs = atomic_load_explicit(&sc->fifo->head, memory_order_acquire);
-        if (sc->theirs == sc->mine)
-            return BRAID_INPROGRESS;
-    }
-    const shm_slot_hdr_t *h = &sc->hdrs[sc->mine % sc->nslots];
-    *ptr_p = sc->data + (sc->mine % sc->nslots) * c->slot_size;
+    uint64_t i = sc->mine % sc->nslots;
+    const shm_slot_hdr_t *h = &sc->hdrs[i];
+    if (atomic_load_explicit(&h->stamp, memory_order_acquire) != sc->mine + 1)
+        return BRAID_INPROGRESS;
     *len_p = h->len;
+    *ptr_p = h->len <= SHM_INLINE ? h->data : sc->data + i * c->slot_size;
     *hdr_p = h->msg;
     return BRAID_OK;
 }
