@@ -5,7 +5,9 @@
  *                   helper thread while its main thread is inside the third call. The other
  *                   ranks must get ncclRemoteError (from the call, or ncclCommGetAsyncError)
  *                   within 15 s of the kill, with a last error naming rank 2; then
- *                   ncclCommAbort must return promptly.
+ *                   ncclCommAbort must return promptly. Run twice: through the FIFOs (ring),
+ *                   and with BRAID_SHM_CMA=1, where the survivors read rank 2's buffers with
+ *                   process_vm_readv (two-shot) when it dies.
  *   during setup    rank 2 kills itself the moment its shared-memory segment appears in
  *                   /dev/shm (inotify), inside ncclCommInitRank. The others' init must fail
  *                   (not hang), and the dead rank's segment must not be left behind.
@@ -178,14 +180,21 @@ int main(void)
     ft_name = "kill_rank";
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("BRAID_BOOTSTRAP_TIMEOUT", "10", 1);
-    if (ft_launch(NRANKS, mid_rank, 50, status) != 0)
-        return 99;
-    if (!ft_killed(status[VICTIM], SIGKILL))
-        ft_fail("mid-collective: rank 2 ended with status 0x%x, not SIGKILL", status[VICTIM]);
-    for (int r = 0; r < NRANKS; r++)
-        if (r != VICTIM && !ft_exited(status[r], 0))
-            ft_fail("mid-collective: rank %d ended with status 0x%x", r, status[r]);
-    ft_shm_leftovers(ft_sh->pid[0], 1);
+    static const char *const cma[] = { "0", "1" };
+    for (int i = 0; i < 2; i++) {
+        printf("kill_rank: mid-collective, BRAID_SHM_CMA=%s\n", cma[i]);
+        setenv("BRAID_SHM_CMA", cma[i], 1);
+        if (ft_launch(NRANKS, mid_rank, 50, status) != 0)
+            return 99;
+        if (!ft_killed(status[VICTIM], SIGKILL))
+            ft_fail("mid-collective: rank 2 ended with status 0x%x, not SIGKILL",
+                    status[VICTIM]);
+        for (int r = 0; r < NRANKS; r++)
+            if (r != VICTIM && !ft_exited(status[r], 0))
+                ft_fail("mid-collective: rank %d ended with status 0x%x", r, status[r]);
+        ft_shm_leftovers(ft_sh->pid[0], 1);
+    }
+    unsetenv("BRAID_SHM_CMA");
 
     int rc = -1;
     for (int attempt = 0; attempt < 3 && rc < 0; attempt++)
