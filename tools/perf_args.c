@@ -1,0 +1,223 @@
+/*
+ * perf_args: the command line of the *_perf tools (see perf_args.h): nccl-tests' short and
+ * long flags, their ranges and cross-checks, the usage text, and --selftest.
+ */
+#include "perf_args.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf_common.h"
+
+static const struct option perf_longopts[] = {
+    { "nthreads", required_argument, 0, 't' },   { "ngpus", required_argument, 0, 'g' },
+    { "minbytes", required_argument, 0, 'b' },   { "maxbytes", required_argument, 0, 'e' },
+    { "stepbytes", required_argument, 0, 'i' },  { "stepfactor", required_argument, 0, 'f' },
+    { "iters", required_argument, 0, 'n' },      { "agg_iters", required_argument, 0, 'm' },
+    { "warmup_iters", required_argument, 0, 'w' }, { "run_cycles", required_argument, 0, 'N' },
+    { "parallel_init", required_argument, 0, 'p' }, { "check", required_argument, 0, 'c' },
+    { "op", required_argument, 0, 'o' },         { "datatype", required_argument, 0, 'd' },
+    { "root", required_argument, 0, 'r' },       { "blocking", required_argument, 0, 'z' },
+    { "stream_null", required_argument, 0, 'y' }, { "timeout", required_argument, 0, 'T' },
+    { "cudagraph", required_argument, 0, 'G' },  { "report_cputime", required_argument, 0, 'C' },
+    { "average", required_argument, 0, 'a' },    { "local_register", required_argument, 0, 'R' },
+    { "output_file", required_argument, 0, 'J' }, { "help", no_argument, 0, 'h' },
+    { "selftest", no_argument, 0, 'S' },
+    { 0, 0, 0, 0 }
+};
+
+static void perf_usage(FILE *out, const char *prog)
+{
+    fprintf(out,
+        "usage: %s [options]    (nccl-tests flags; buffers are host memory)\n"
+        "  -t,--nthreads N        ranks run as threads of this process (default 1); with a\n"
+        "                         launcher (braidrun, torchrun, mpirun, srun) each process\n"
+        "                         adds N ranks and NCCL_COMM_ID=host:port must be set\n"
+        "  -g,--ngpus N           must be 1: each rank drives one host-memory buffer set\n"
+        "  -b,--minbytes SIZE     smallest size, with K/M/G suffix (default 32M)\n"
+        "  -e,--maxbytes SIZE     largest size (default 32M)\n"
+        "  -i,--stepbytes SIZE    increment when -f is 1 (default 1M)\n"
+        "  -f,--stepfactor N      multiply the size by N each step (default 1: use -i)\n"
+        "  -n,--iters N           timed iterations per size (default 20)\n"
+        "  -m,--agg_iters N       calls aggregated in one ncclGroupStart/End (default 1)\n"
+        "  -w,--warmup_iters N    warm-up iterations (default 5)\n"
+        "  -N,--run_cycles N      run the sweep N times, 0 = forever (default 1)\n"
+        "  -p,--parallel_init 0/1 accepted; every rank always initialises in its own thread\n"
+        "  -c,--check N           check N iterations per size, 0 = no check (default 1)\n"
+        "  -o,--op OP             sum, prod, max, min, avg, mulsum or all (default sum)\n"
+        "  -d,--datatype TYPE     int8 uint8 int32 uint32 int64 uint64 half float double\n"
+        "                         bfloat16 f8e4m3 f8e5m2, or all (default float)\n"
+        "  -r,--root N            root rank of rooted collectives, -1 = each rank in turn\n"
+        "                         (default 0)\n"
+        "  -z,--blocking 0/1/2    1: barrier after every call (or -m group); 2 = 0 on host\n"
+        "  -y,--stream_null 0/1   accepted; host calls take no stream\n"
+        "  -T,--timeout SECONDS   fail a call that takes longer (default 0: none)\n"
+        "  -G,--cudagraph N       must be 0: CUDA graphs need GPU streams\n"
+        "  -C,--report_cputime 0/1  label times 'cputime' (host calls: the same value)\n"
+        "  -a,--average 0/1/2/3   time reported: rank 0, mean, min, max over ranks (default 1)\n"
+        "  -R,--local_register 0/1/2  register buffers: 1 ncclCommRegister, 2 symmetric\n"
+        "                         window (default 0)\n"
+        "  -J,--output_file FILE  also write each row as one JSON object per line\n"
+        "  --selftest             check the tool's data encoding and comparison, then exit\n"
+        "  -h,--help              this help\n",
+        prog);
+}
+
+/* An integer in [lo, hi]; returns -1 (after a message) if `arg` is not one. */
+static int perf_parse_int(const char *prog, char opt, const char *arg, long lo, long hi,
+                          int *out_p)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 0);
+    if (errno != 0 || end == arg || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "%s: -%c wants an integer from %ld to %ld, not \"%s\"\n", prog, opt,
+                lo, hi, arg);
+        return -1;
+    }
+    *out_p = (int)v;
+    return 0;
+}
+
+/* A size such as 8, 1.5K, 64M, 2G (nccl-tests' parsesize). */
+static int perf_parse_size(const char *prog, char opt, const char *arg, size_t *out_p)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    double unit = 1;
+    switch (*end) {
+    case 'k': case 'K': unit = 1024.0; end++; break;
+    case 'm': case 'M': unit = 1048576.0; end++; break;
+    case 'g': case 'G': unit = 1073741824.0; end++; break;
+    default: break;
+    }
+    if (errno != 0 || end == arg || *end != '\0' || !(v >= 0) || v * unit > 1e18) {
+        fprintf(stderr, "%s: -%c wants a size in bytes (suffix K, M or G allowed), not "
+                "\"%s\"\n", prog, opt, arg);
+        return -1;
+    }
+    *out_p = (size_t)(v * unit);
+    return 0;
+}
+
+static int perf_parse_name(const char *prog, int c, const char *arg, perf_args_t *a)
+{
+    if (c == 'o') {
+        a->op = strcmp(arg, "all") == 0 ? -1 : perf_op_find(arg);
+        if (a->op != -2)
+            return 0;
+        fprintf(stderr, "%s: unknown op \"%s\" (sum, prod, max, min, avg, mulsum, all)\n",
+                prog, arg);
+        return -1;
+    }
+    const perf_type_t *t = perf_type_find(arg);
+    a->type = t != NULL ? (int)(t - perf_types) : -1;
+    if (t != NULL || strcmp(arg, "all") == 0)
+        return 0;
+    fprintf(stderr, "%s: unknown datatype \"%s\" (int8, uint8, int32, uint32, int64, uint64, "
+            "half, float, double, bfloat16, f8e4m3, f8e5m2, all)\n", prog, arg);
+    return -1;
+}
+
+static int perf_parse_opt(const char *prog, int c, const char *arg, perf_args_t *a)
+{
+    switch (c) {
+    case 't': return perf_parse_int(prog, 't', arg, 1, 1024, &a->nthreads);
+    case 'g': return perf_parse_int(prog, 'g', arg, 1, 1024, &a->ngpus);
+    case 'b': return perf_parse_size(prog, 'b', arg, &a->min_bytes);
+    case 'e': return perf_parse_size(prog, 'e', arg, &a->max_bytes);
+    case 'i': return perf_parse_size(prog, 'i', arg, &a->step_bytes);
+    case 'f': {
+        int f = 0, st = perf_parse_int(prog, 'f', arg, 0, 1 << 20, &f);
+        a->step_factor = (size_t)f;
+        return st;
+    }
+    case 'n': return perf_parse_int(prog, 'n', arg, 1, INT_MAX, &a->iters);
+    case 'm': return perf_parse_int(prog, 'm', arg, 1, 1 << 20, &a->agg);
+    case 'w': return perf_parse_int(prog, 'w', arg, 0, INT_MAX, &a->warmup);
+    case 'N': return perf_parse_int(prog, 'N', arg, 0, INT_MAX, &a->cycles);
+    case 'p': return perf_parse_int(prog, 'p', arg, 0, 1, &a->parallel_init);
+    case 'c': return perf_parse_int(prog, 'c', arg, 0, INT_MAX, &a->check);
+    case 'o': case 'd': return perf_parse_name(prog, c, arg, a);
+    case 'r': return perf_parse_int(prog, 'r', arg, -1, INT_MAX, &a->root);
+    case 'z': return perf_parse_int(prog, 'z', arg, 0, 2, &a->blocking);
+    case 'y': return perf_parse_int(prog, 'y', arg, 0, 1, &a->stream_null);
+    case 'T': return perf_parse_int(prog, 'T', arg, 0, INT_MAX, &a->timeout);
+    case 'G': return perf_parse_int(prog, 'G', arg, 0, INT_MAX, &a->graph);
+    case 'C': return perf_parse_int(prog, 'C', arg, 0, 1, &a->cputime);
+    case 'a': return perf_parse_int(prog, 'a', arg, 0, 3, &a->average);
+    case 'R': return perf_parse_int(prog, 'R', arg, 0, 2, &a->reg);
+    case 'J': a->json = arg; return 0;
+    default: return -1;
+    }
+}
+
+/* Flags that parse but make no sense on host memory, and cross-flag checks. */
+static int perf_args_check(const char *prog, const perf_args_t *a)
+{
+    if (a->ngpus != 1)
+        fprintf(stderr, "%s: -g %d: each rank has one set of host-memory buffers, so -g must "
+                "be 1; use -t N for N ranks in this process, or a launcher (braidrun -n N)\n",
+                prog, a->ngpus);
+    else if (a->graph != 0)
+        fprintf(stderr, "%s: -G %d: CUDA graphs capture GPU streams, and these tools run on "
+                "host memory with no stream; use -G 0\n", prog, a->graph);
+    else if (a->min_bytes > a->max_bytes)
+        fprintf(stderr, "%s: invalid sizes for 'minbytes' and 'maxbytes': %zu > %zu\n", prog,
+                a->min_bytes, a->max_bytes);
+    else if (a->step_factor <= 1 && a->step_bytes == 0)
+        fprintf(stderr, "%s: -i 0 with -f %zu would never reach -e: give -i > 0 or -f > 1\n",
+                prog, a->step_factor);
+    else
+        return 0;
+    return -1;
+}
+
+int perf_args_parse(int argc, char **argv, perf_args_t *a, int *exit_p)
+{
+    const char *prog = argv[0];
+    int c;
+    *a = (perf_args_t){ .nthreads = 1, .ngpus = 1, .iters = 20, .warmup = 5, .agg = 1,
+                        .cycles = 1, .check = 1, .op = ncclSum, .type = 7, .average = 1,
+                        .min_bytes = 32u << 20, .max_bytes = 32u << 20,
+                        .step_bytes = 1u << 20, .step_factor = 1 };
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:R:J:h",
+                            perf_longopts, NULL)) != -1) {
+        if (c == 'h') {
+            perf_usage(stdout, prog);
+            *exit_p = 0;
+            return 1;
+        }
+        if (c == 'S') {   /* --selftest: the data encoding and check, no communicator */
+            int fails = perf_data_selftest(stdout);
+            printf("%s: data self-test %s\n", prog, fails == 0 ? "passed" : "FAILED");
+            *exit_p = fails == 0 ? 0 : 1;
+            return 1;
+        }
+        if (c == '?' || c == ':') {
+            if (optopt != 0)
+                fprintf(stderr, "%s: invalid option or missing value: -%c\n", prog, optopt);
+            else
+                fprintf(stderr, "%s: invalid option: %s\n", prog, argv[optind - 1]);
+        }
+        if (c == '?' || c == ':' || perf_parse_opt(prog, c, optarg, a) != 0) {
+            perf_usage(stderr, prog);
+            *exit_p = 2;
+            return 1;
+        }
+    }
+    if (optind < argc)
+        fprintf(stderr, "%s: unexpected argument \"%s\"\n", prog, argv[optind]);
+    if (optind < argc || perf_args_check(prog, a) != 0) {
+        perf_usage(stderr, prog);
+        *exit_p = 2;
+        return 1;
+    }
+    return 0;
+}

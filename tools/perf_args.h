@@ -1,0 +1,24 @@
+/*
+ * perf_args: the command line of the *_perf tools, nccl-tests' flags (perf_args.c); private
+ * to the driver, perf_common.c.
+ */
+#ifndef BRAID_TOOLS_PERF_ARGS_H
+#define BRAID_TOOLS_PERF_ARGS_H
+
+#include <stddef.h>
+
+typedef struct perf_args {
+    int nthreads, ngpus, iters, warmup, agg, cycles, parallel_init, check;
+    int op;       /* op index, or -1 for all */
+    int type;     /* index into perf_types, or -1 for all */
+    int root, blocking, stream_null, timeout, graph, cputime, average, reg;
+    size_t min_bytes, max_bytes, step_bytes, step_factor;
+    const char *json;
+} perf_args_t;
+
+/* Parse argv into *a (defaults as nccl-tests'); -h prints the usage, --selftest runs
+ * perf_data_selftest. Returns 0 to run, or 1 with the exit status in *exit_p (0 after -h
+ * or a passed self-test, 1 after a failed one, 2 after a bad flag). */
+int perf_args_parse(int argc, char **argv, perf_args_t *a, int *exit_p);
+
+#endif /* BRAID_TOOLS_PERF_ARGS_H */
