@@ -10,7 +10,11 @@
  *                   process_vm_readv (two-shot) when it dies.
  *   during setup    rank 2 kills itself the moment its shared-memory segment appears in
  *                   /dev/shm (inotify), inside ncclCommInitRank. The others' init must fail
- *                   (not hang), and the dead rank's segment must not be left behind.
+ *                   (not hang), and the dead rank's segment must not be left behind. The
+ *                   kill comes from another thread, so on a busy machine rank 2 may get
+ *                   through its last exchange first, and then a peer that already has
+ *                   everything legitimately completes its init: such an attempt counts as
+ *                   "too late" and is retried, like one where rank 2 was never killed.
  *
  * After each scenario no braid-* segment of the job may remain in /dev/shm.
  */
@@ -159,19 +163,23 @@ static int run_setup_scenario(int *status)
         return 77;
     if (!ft_killed(status[VICTIM], SIGKILL))
         return -1;   /* the segment never showed up, or init went through first: retry */
+    int late = 0;
     for (int r = 0; r < NRANKS; r++) {
         if (r == VICTIM)
             continue;
         if (!ft_exited(status[r], 0))
             ft_fail("setup: rank %d ended with status 0x%x", r, status[r]);
         else if (ft_sh->flag[r])
-            ft_fail("setup: rank %d completed ncclCommInitRank although rank 2 died in it", r);
+            late = 1;
         else
             printf("kill_rank: setup: rank %d init failed after %.2f s: %s\n", r,
                    ft_sh->elapsed[r], ft_sh->text[r]);
     }
     ft_shm_leftovers(ft_sh->pid[0], 1);
-    return 0;
+    if (late)
+        printf("kill_rank: setup: rank 2 died after its last exchange (a peer completed its "
+               "init): retrying\n");
+    return late ? -1 : 0;
 }
 
 int main(void)
@@ -197,12 +205,12 @@ int main(void)
     unsetenv("BRAID_SHM_CMA");
 
     int rc = -1;
-    for (int attempt = 0; attempt < 3 && rc < 0; attempt++)
+    for (int attempt = 0; attempt < 5 && rc < 0; attempt++)
         rc = run_setup_scenario(status);
     if (rc == 77)
         printf("kill_rank: setup scenario skipped (no inotify on /dev/shm)\n");
     else if (rc < 0)
-        ft_fail("setup: could not kill rank 2 inside its ncclCommInitRank in 3 attempts");
+        ft_fail("setup: could not kill rank 2 inside its ncclCommInitRank in 5 attempts");
     else if (rc == 99)
         return 99;
     return ft_failures() ? 1 : 0;
