@@ -388,6 +388,25 @@ static void test_alltoallv(void **state)
 
 /* ---- the selector ---- */
 
+/* One-shot takes all-reduces of up to 256 bytes per rank (and 16 KiB in all). */
+static void test_oneshot_limit(void **state)
+{
+    static const struct { int n; size_t count; const char *want; } cases[] = {
+        { 2, 128, "oneshot" }, { 2, 129, "ring" }, { 4, 256, "oneshot" }, { 4, 257, "ring" },
+        { 8, 512, "oneshot" }, { 8, 513, "ring" }, { 32, 128, "oneshot" }, { 32, 129, "ring" },
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        braid_coll_t c = { .kind = BRAID_COLL_ALLREDUCE, .dtype = BRAID_FP32, .rank = 0,
+                           .nranks = cases[i].n, .count = cases[i].count };
+        braid_sched_t s;
+        const braid_algo_t *algo;
+        assert_int_equal(braid_algo_build(&c, &s, &algo), BRAID_OK);
+        assert_string_equal(algo->name, cases[i].want);
+        braid_sched_free(&s);
+    }
+}
+
 static void test_algo_select(void **state)
 {
     static const char *const want[BRAID_COLL_NUM] = {
@@ -468,6 +487,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_algo_select),
+        cmocka_unit_test(test_oneshot_limit),
         cmocka_unit_test(test_algo_impossible),
         cmocka_unit_test(test_ring_allreduce_steps),
         cmocka_unit_test(test_allreduce_shapes),
