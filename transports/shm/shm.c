@@ -213,8 +213,9 @@ static void seg_unlink(braid_shm_t *shm)
     shm->unlinked = 1;
 }
 
-/* Setup failed (a rank died or gave up before all names were unlinked): remove every
- * rank's name, since a dead rank cannot remove its own. */
+/* Remove every other rank's name: once all have mapped all (a rank may die before it
+ * removes its own), and when setup failed (a dead rank cannot remove its own). Removing a
+ * name that is already gone is harmless. */
 static void seg_unlink_peers(const braid_comm_t *comm)
 {
     char name[96], path[4200];
@@ -470,9 +471,11 @@ braid_status_t braid_shm_setup(braid_comm_t *comm)
     BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
     BRAID_CHECK(shm_map_peers(comm));
     BRAID_CHECK(shm_pull_agree(comm));
-    /* everyone has mapped everyone (they voted after mapping): the names can go */
+    /* everyone has mapped everyone (they voted after mapping): the names can go, all of
+     * them from every rank, so that a rank killed now leaves nothing behind */
     shm->setup_done = 1;
     seg_unlink(shm);
+    seg_unlink_peers(comm);
     BRAID_CHECK(shm_make_conns(comm));
     BRAID_INFO(BRAID_SUB_SHM | BRAID_SUB_INIT,
                "shm: %d ranks, %u slots of %zu bytes per peer, %zu-byte segment; single copy "
