@@ -203,24 +203,28 @@ static char *ref_ptr(const braid_op_t *op, braid_ref_t r, size_t off)
     return r.buf == BRAID_BUF_NONE ? NULL : (char *)op->bufs[r.buf] + r.off + off;
 }
 
-/* Produce the slice's value into `out` (a send slot or the destination). */
+/* Produce the slice's value into `out` (a send slot or the destination); `stream`: out is
+ * the destination of a call whose outputs are streamed (op->stream_out), so copies into it
+ * use non-temporal stores. */
 static void slice_compute(const braid_op_t *op, const braid_step_t *st, void *out,
-                          const void *in, const char *src, size_t len)
+                          const void *in, const char *src, size_t len, int stream)
 {
     size_t n = len / op->sched.align;
     const braid_redop_spec_t *r = &op->redop;
     int reduce = (st->flags & BRAID_STEP_REDUCE) != 0;
     int own = reduce && !(st->flags & BRAID_STEP_ACC);   /* src is this rank's input */
     const braid_scalar_t *pre = own && r->premul ? &r->scalar : NULL;
+    void (*copy)(void *, const void *, size_t) = stream ? braid_kern_copy_stream
+                                                        : braid_kern_copy;
 
     if (in != NULL && reduce && src != NULL)
         braid_kern_reduce(op->dtype, r->kind, out, in, src, n, pre);
     else if (in != NULL)
-        braid_kern_copy(out, in, len);
+        copy(out, in, len);
     else if (pre != NULL)
         braid_kern_scale(op->dtype, out, src, n, pre);
     else if (out != src)
-        braid_kern_copy(out, src, len);
+        copy(out, src, len);
     if ((st->flags & BRAID_STEP_FINAL) && r->postdiv > 1)
         braid_kern_divide(op->dtype, out, out, n, r->postdiv);
 }
@@ -235,18 +239,15 @@ static void slice_compute(const braid_op_t *op, const braid_step_t *st, void *ou
 static void slice_run(const braid_op_t *op, const braid_step_t *st, char *out, char *dst,
                       const char *in, const char *src, size_t len)
 {
-    if (out == NULL && op->stream_out && in != NULL && !(st->flags & BRAID_STEP_REDUCE)) {
-        braid_kern_copy_stream(dst, in, len);
-        return;
-    }
     if (out == NULL || dst == NULL) {
-        slice_compute(op, st, out != NULL ? out : dst, in, src, len);
+        slice_compute(op, st, out != NULL ? out : dst, in, src, len,
+                      out == NULL && op->stream_out);
         return;
     }
     for (size_t o = 0; o < len; o += EXEC_BLOCK) {
         size_t b = len - o < EXEC_BLOCK ? len - o : EXEC_BLOCK;
         slice_compute(op, st, out + o, in != NULL ? in + o : NULL, src != NULL ? src + o : NULL,
-                      b);
+                      b, 0);
         if (op->stream_out)
             braid_kern_copy_stream(dst + o, out + o, b);
         else

@@ -72,6 +72,14 @@ static void save_input(mv_rank_t *m, const void *src, size_t bytes)
     m->saved_bytes = bytes;
 }
 
+/* This rank's own sendbuff of c.count elements, filled and saved (it must stay unchanged). */
+static void own_input(mv_prep_t *p, int rank, mv_rank_t *m)
+{
+    m->sp = buf_new(p, &m->send, p->c.count);
+    fill_from(p, rank, m->send.data, 0, p->c.count);
+    save_input(m, m->sp, p->c.count * cc_types[p->c.type].size);
+}
+
 static double *expect_new(mv_rank_t *m, size_t n)
 {
     m->nexpect = n;
@@ -84,7 +92,6 @@ static double *expect_new(mv_rank_t *m, size_t n)
 static void setup_bcast(mv_prep_t *p, int rank, mv_rank_t *m)
 {
     const cc_case_t *c = &p->c;
-    size_t es = cc_types[c->type].size;
     int root = rank == c->root;
     m->rp = buf_new(p, &m->recv, c->count);
     if (root && (c->inplace || p->k == CC_K_BCAST))
@@ -92,9 +99,7 @@ static void setup_bcast(mv_prep_t *p, int rank, mv_rank_t *m)
     if (p->k == CC_K_BCAST || c->inplace) {
         m->sp = m->rp;
     } else if (root) {
-        m->sp = buf_new(p, &m->send, c->count);
-        fill_from(p, rank, m->send.data, 0, c->count);
-        save_input(m, m->sp, c->count * es);
+        own_input(p, rank, m);
     } else {
         m->sp = NULL;   /* only the root's sendbuff is read */
     }
@@ -110,9 +115,7 @@ static void setup_allgather(mv_prep_t *p, int rank, mv_rank_t *m)
         m->sp = (char *)m->rp + (size_t)rank * c->count * es;
         fill_from(p, rank, (void *)m->sp, 0, c->count);
     } else {
-        m->sp = buf_new(p, &m->send, c->count);
-        fill_from(p, rank, m->send.data, 0, c->count);
-        save_input(m, m->sp, c->count * es);
+        own_input(p, rank, m);
     }
     double *e = expect_new(m, c->count * n);
     for (size_t q = 0; q < n; q++)
@@ -192,9 +195,7 @@ static void setup_gather(mv_prep_t *p, int rank, mv_rank_t *m)
         m->sp = (char *)m->rp + (size_t)rank * c->count * es;
         fill_from(p, rank, (void *)m->sp, 0, c->count);
     } else {
-        m->sp = buf_new(p, &m->send, c->count);
-        fill_from(p, rank, m->send.data, 0, c->count);
-        save_input(m, m->sp, c->count * es);
+        own_input(p, rank, m);
     }
     if (!root)
         return;   /* recvbuff stays NULL: NCCL does not use it */
@@ -225,9 +226,7 @@ static void setup_ring(mv_prep_t *p, int rank, mv_rank_t *m)
 {
     const cc_case_t *c = &p->c;
     int n = p->w->nranks;
-    m->sp = buf_new(p, &m->send, c->count);
-    fill_from(p, rank, m->send.data, 0, c->count);
-    save_input(m, m->sp, c->count * cc_types[c->type].size);
+    own_input(p, rank, m);
     m->rp = buf_new(p, &m->recv, c->count);
     vals(p, (rank + n - 1) % n, 0, c->count, expect_new(m, c->count));
 }

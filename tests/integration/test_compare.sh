@@ -24,38 +24,14 @@ for t in braidrun all_reduce_perf; do
         { echo "SKIP: no $t in $BUILD_DIR"; exit 77; }
 done
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_compare.XXXXXX") || exit 1
-trap 'rm -rf "$TMP"' EXIT INT TERM
-FAILS=0
 T="timeout 50"   # the whole test stays under a minute
+. "$SRC_DIR/tests/integration/checks.sh"
 
-fail() {
-    echo "FAIL: $1"
-    for f in "$TMP/out" "$TMP/err"; do
-        [ -s "$f" ] && { echo "--- $(basename "$f"):"; tail -n 30 "$f"; }
-    done
-    FAILS=$((FAILS + 1))
-}
-
-pass() {
-    echo "ok: $1"
-}
-
-# run NAME WANT_STATUS ARGS...: braid-compare ARGS, stdout/stderr in $TMP/out, $TMP/err
-run() {
-    name=$1 want=$2
+# bench NAME WANT_STATUS ARGS...: run braid-compare ARGS
+bench() {
+    bname=$1 bwant=$2
     shift 2
-    $T "$PY" "$COMPARE" "$@" >"$TMP/out" 2>"$TMP/err"
-    got=$?
-    if [ "$got" -ne "$want" ]; then
-        fail "$name: exit status $got, want $want"
-        return 1
-    fi
-    return 0
-}
-
-expect_in() {   # expect_in NAME FILE PATTERN
-    if grep -Eq -- "$3" "$2"; then pass "$1"; else fail "$1: no line matches /$3/ in $(basename "$2")"; fi
+    run "$bname" "$bwant" "$PY" "$COMPARE" "$@"
 }
 
 # rows: the table's data rows (size first, then one "|" cell per library)
@@ -65,7 +41,7 @@ rows() {
 
 # ---- a real run: every installed library, 4 sizes, 1 round ----
 
-if run "tiny run" 0 -c allreduce -n 2 -b 8 -e 4K -f 8 -i 20 -w 2 --rounds 1 \
+if bench "tiny run" 0 -c allreduce -n 2 -b 8 -e 4K -f 8 -i 20 -w 2 --rounds 1 \
         --build-dir "$BUILD_DIR" --png "$TMP/out.png" --json "$TMP/out.json"; then
     n=$(rows)
     if [ "$n" -eq 4 ]; then pass "tiny run: one row per size (8 64 512 4096)"
@@ -99,7 +75,7 @@ echo '{"collective":"all_reduce","nranks":2,"size":8,"count":2,"type":"float","r
 EOF
 cp "$TMP/fake/braidrun" "$TMP/fake/all_reduce_perf"
 chmod +x "$TMP/fake/braidrun" "$TMP/fake/all_reduce_perf"
-if run "wrong result" 1 -c allreduce -n 2 -b 8 -e 8 --rounds 1 --only braid \
+if bench "wrong result" 1 -c allreduce -n 2 -b 8 -e 8 --rounds 1 --only braid \
         --build-dir "$TMP/fake"; then
     expect_in "wrong result: cell marked" "$TMP/out" "^ +8  \| +1\.50! +0\.01"
     expect_in "wrong result: named" "$TMP/out" "^# ! braid at 8 B: 3 wrong elements"
@@ -108,7 +84,7 @@ fi
 
 # ---- a library that is not installed: a note, not an error ----
 
-if run "missing library" 0 -c allreduce -n 2 -b 8 -e 8 --rounds 1 --only braid,gloo \
+if bench "missing library" 0 -c allreduce -n 2 -b 8 -e 8 --rounds 1 --only braid,gloo \
         --python "$TMP/no-such-python" --build-dir "$BUILD_DIR"; then
     expect_in "missing library: skipped with a note" "$TMP/out" "^# note: gloo: skipped"
     n=$(rows)
@@ -118,15 +94,10 @@ fi
 
 # ---- usage ----
 
-run "bad flag" 2 --no-such-flag && expect_in "bad flag: usage" "$TMP/err" "^usage: braid-compare"
-run "bad collective" 2 -c allsum && expect_in "bad collective: usage" "$TMP/err" "^usage: "
-run "bad library" 2 --only braid,nccl && expect_in "bad library: usage" "$TMP/err" "^usage: "
-run "bad range" 2 -b 1M -e 1K && pass "bad range exits 2"
-run "-h" 0 -h && expect_in "-h prints usage" "$TMP/out" "^usage: braid-compare"
+bench "bad flag" 2 --no-such-flag && expect_in "bad flag: usage" "$TMP/err" "^usage: braid-compare"
+bench "bad collective" 2 -c allsum && expect_in "bad collective: usage" "$TMP/err" "^usage: "
+bench "bad library" 2 --only braid,nccl && expect_in "bad library: usage" "$TMP/err" "^usage: "
+bench "bad range" 2 -b 1M -e 1K && pass "bad range exits 2"
+bench "-h" 0 -h && expect_in "-h prints usage" "$TMP/out" "^usage: braid-compare"
 
-if [ "$FAILS" -ne 0 ]; then
-    echo "$FAILS check(s) failed"
-    exit 1
-fi
-echo "all checks passed"
-exit 0
+checks_end

@@ -32,40 +32,9 @@ find_tool() {
 
 BRAIDRUN=$(find_tool braidrun) || { echo "SKIP: no braidrun in $BUILD_DIR"; exit 77; }
 find_tool all_reduce_perf >/dev/null || { echo "SKIP: no all_reduce_perf in $BUILD_DIR"; exit 77; }
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_tools.XXXXXX") || exit 1
-trap 'rm -rf "$TMP"' EXIT INT TERM
-FAILS=0
 # Never hang a CI job: every command gets a wall-clock limit.
 T="timeout 120"
-
-fail() {
-    echo "FAIL: $1"
-    for f in "$TMP/out" "$TMP/err"; do
-        [ -s "$f" ] && { echo "--- $(basename "$f"):"; tail -n 30 "$f"; }
-    done
-    FAILS=$((FAILS + 1))
-}
-
-pass() {
-    echo "ok: $1"
-}
-
-# run NAME WANT_STATUS CMD...: run CMD, keep stdout/stderr in $TMP/out, $TMP/err
-run() {
-    name=$1 want=$2
-    shift 2
-    $T "$@" >"$TMP/out" 2>"$TMP/err"
-    got=$?
-    if [ "$got" -ne "$want" ]; then
-        fail "$name: exit status $got, want $want"
-        return 1
-    fi
-    return 0
-}
-
-expect_in() {   # expect_in NAME FILE PATTERN
-    if grep -Eq -- "$3" "$2"; then pass "$1"; else fail "$1: no line matches /$3/ in $(basename "$2")"; fi
-}
+. "$SRC_DIR/tests/integration/checks.sh"
 
 # ---- braidrun ----
 
@@ -265,9 +234,4 @@ if [ -n "$SHIM" ] && PERF=$(find_tool gather_perf); then
             "^ +1024 +128 +float +none +1 .* 2 +[0-9.]+ +[0-9.]+ +[0-9.]+ +2\$"
 fi
 
-if [ "$FAILS" -ne 0 ]; then
-    echo "$FAILS check(s) failed"
-    exit 1
-fi
-echo "all checks passed"
-exit 0
+checks_end
