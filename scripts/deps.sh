@@ -2,7 +2,8 @@
 # Install what building and testing braid needs on Debian 12 (run as root; a no-op when
 # everything is there already).
 set -eu
-pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev"
+pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libfabric-dev libucx-dev
+      iproute2"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

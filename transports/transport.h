@@ -42,6 +42,9 @@ typedef struct braid_transport_ops {
                                 braid_msg_hdr_t *hdr_p);
     /* Give the slot got from recv_slot back to the sender. */
     braid_status_t (*recv_release)(braid_conn_t *c);
+    /* INPROGRESS until every committed slot has left this process (a network provider
+     * moves data only while it is driven); NULL where a commit is delivery. */
+    braid_status_t (*flush)(braid_conn_t *c);
     void (*close)(braid_conn_t *c);
 } braid_transport_ops_t;
 

@@ -14,6 +14,7 @@
 #include "core/proc.h"
 #include "device/device.h"
 #include "topo/host.h"
+#include "transports/net/net.h"
 #include "transports/shm/shm.h"
 
 /* ---- registry of live communicators -------------------------------------------------- */
@@ -235,6 +236,7 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     comm->oversubscribed = comm_oversubscribed(comm);
     comm->stream_min = (size_t)braid_param_int(BRAID_P_STREAM_MIN);
     BRAID_CHECK(braid_shm_setup(comm));
+    BRAID_CHECK(braid_net_setup(comm));
     braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
     atomic_store(&ctrl->state, BRAID_COMM_READY);
     BRAID_INFO(BRAID_SUB_INIT, "comm %p rank %d nranks %d nonce %016llx%s%s - init done",

@@ -49,6 +49,7 @@ typedef struct braid_comm_config {
 } braid_comm_config_t;
 
 typedef struct braid_shm braid_shm_t;          /* transports/shm */
+typedef struct braid_net braid_net_t;          /* transports/net */
 typedef struct braid_shm_ctrl braid_shm_ctrl_t;
 
 /* A reduction operator created with ncclRedOpCreatePreMulSum. */
@@ -68,7 +69,8 @@ struct ncclComm {
     braid_comm_config_t config;
     braid_bootstrap_t *bs;
     braid_peer_info_t *peers;          /* [nranks] */
-    braid_shm_t *shm;
+    braid_shm_t *shm;                  /* the ranks of this host */
+    braid_net_t *net;                  /* the ranks of other hosts; NULL if none */
     braid_conn_t **send_conns;         /* [nranks] */
     braid_conn_t **recv_conns;         /* [nranks] */
     size_t slot_size;                  /* agreed by all ranks at init */
@@ -142,5 +144,7 @@ extern const braid_exec_hooks_t braid_comm_exec_hooks;
 
 /* Publish progress for the peers' diagnostics (collective sequence started / done). */
 void braid_comm_publish(braid_comm_t *comm, uint64_t started, uint64_t done);
+/* Tell the peers this rank's state (shared memory here, the health links across hosts). */
+void braid_comm_publish_state(braid_comm_t *comm, braid_comm_state_t state);
 
 #endif

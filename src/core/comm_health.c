@@ -13,6 +13,7 @@
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/proc.h"
+#include "transports/net/net.h"
 #include "transports/shm/shm.h"
 
 static int op_is_p2p(const braid_op_t *op)
@@ -58,30 +59,48 @@ static int missing_ranks(braid_comm_t *comm, uint64_t seq, char *buf, size_t len
     return count;
 }
 
-/* Is rank r, which has not finished this op's collective, dead? (gone, zombie, pid reused) */
-static int peer_dead(braid_comm_t *comm, const braid_op_t *op, int r)
-{
-    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
-    if (ctrl == NULL || !comm->pid_visible[r])
-        return 0;
-    if (!op_is_p2p(op) && atomic_load(&ctrl->seq_done) >= op->hdr.seq)
-        return 0;   /* it finished this collective: whatever it does now is its own */
-    return braid_proc_alive(comm->peers[r].pid, comm->peers[r].starttime) == BRAID_PROC_DEAD;
-}
-
 /* The word for rank r's failed/aborted/... state, NULL while it is fine or done with us. */
 static const char *peer_failed(braid_comm_t *comm, const braid_op_t *op, int r)
 {
     braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
+    int gone;
     if (ctrl == NULL)
-        return NULL;
+        return braid_net_peer_check(comm, r, op->hdr.seq, op_is_p2p(op), &gone);
     if (!op_is_p2p(op) && atomic_load(&ctrl->seq_done) >= op->hdr.seq)
         return NULL;
     return peer_state_word(atomic_load(&ctrl->state));
 }
 
 /*
- * Dead ranks are named first: the others that failed have usually only given up on them.
+ * Is rank r, which has not finished this op's collective, gone? (its process dead — gone,
+ * zombie, or its pid reused — or, on another host, its process or the host or link lost)
+ * *why_p says how, and *said_p whether it announced a failure first.
+ */
+static int peer_dead(braid_comm_t *comm, const braid_op_t *op, int r, const char **why_p,
+                     int *said_p)
+{
+    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
+    int gone = 0;
+    if (ctrl == NULL) {
+        *why_p = braid_net_peer_check(comm, r, op->hdr.seq, op_is_p2p(op), &gone);
+        *said_p = gone == 2;
+        return gone != 0;
+    }
+    if (!comm->pid_visible[r])
+        return 0;
+    if (!op_is_p2p(op) && atomic_load(&ctrl->seq_done) >= op->hdr.seq)
+        return 0;   /* it finished this collective: whatever it does now is its own */
+    if (braid_proc_alive(comm->peers[r].pid, comm->peers[r].starttime) != BRAID_PROC_DEAD)
+        return 0;
+    const char *word = peer_state_word(atomic_load(&ctrl->state));   /* say why, if it said */
+    *said_p = word != NULL;
+    *why_p = word != NULL ? word : "exited or was killed";
+    return 1;
+}
+
+/*
+ * Gone ranks are named first, all of them, those that died without a word before those that
+ * announced a failure (the others that failed have usually only given up on them).: the others that failed have usually only given up on them.
  * A rank that failed is reported with the ranks that never reached the collective, since a
  * timeout on one rank is what ends the wait of the others.
  */
@@ -90,15 +109,33 @@ static braid_status_t check_peers(braid_comm_t *comm, const braid_op_t *op, int 
     const char *what = braid_coll_name((braid_coll_kind_t)op->hdr.kind);
     unsigned long long seq = (unsigned long long)op->hdr.seq;
     char missing[1024];
-    for (int r = lo; r < hi; r++) {
-        if (r == comm->rank || !peer_dead(comm, op, r))
-            continue;
-        const char *word = peer_failed(comm, op, r);   /* say why, if it said */
-        return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) %s%s while rank %d waits "
-                         "in %s #%llu", r, (int)comm->peers[r].pid, comm->peers[r].hostname,
-                         word ? word : "exited or was killed", word ? " and exited" : "",
-                         comm->rank, what, seq);
+    char others[256] = "";
+    size_t used = 0;
+    int first = -1, first_said = 0, count = 0;
+    const char *first_why = NULL;
+    for (int pass = 0; pass < 2 && first < 0; pass++) {
+        for (int r = lo; r < hi; r++) {
+            const char *why;
+            int said;
+            if (r == comm->rank || !peer_dead(comm, op, r, &why, &said) || said != pass)
+                continue;
+            if (first < 0) {
+                first = r;
+                first_why = why;
+                first_said = said;
+            } else if (used + 16 < sizeof(others)) {
+                used += (size_t)snprintf(others + used, sizeof(others) - used, "%s%d",
+                                         count > 1 ? ", " : "", r);
+            }
+            count++;
+        }
     }
+    if (first >= 0)
+        return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) %s%s%s%s%s while rank %d "
+                         "waits in %s #%llu", first, (int)comm->peers[first].pid,
+                         comm->peers[first].hostname, first_why,
+                         first_said ? " and exited" : "", count > 1 ? "; so did rank" : "",
+                         count > 2 ? "s " : count > 1 ? " " : "", others, comm->rank, what, seq);
     for (int r = lo; r < hi; r++) {
         const char *word = r != comm->rank ? peer_failed(comm, op, r) : NULL;
         if (word == NULL)

@@ -7,6 +7,7 @@
 
 #include "core/comm.h"
 #include "core/log.h"
+#include "transports/net/net.h"
 #include "transports/shm/shm.h"
 
 typedef struct split_entry {
@@ -88,9 +89,7 @@ braid_status_t braid_comm_shrink(braid_comm_t *comm, const int *exclude, int nex
     if (abort_first) {
         /* NCCL_SHRINK_ABORT: the parent stops for good, and its peers hear of it */
         atomic_store(&comm->state, BRAID_COMM_ABORTED);
-        braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
-        if (ctrl != NULL)
-            atomic_store(&ctrl->state, BRAID_COMM_ABORTED);
+        braid_comm_publish_state(comm, BRAID_COMM_ABORTED);
     }
     for (int r = 0; r < n; r++) {
         int out = 0;
@@ -113,18 +112,14 @@ braid_status_t braid_comm_finalize(braid_comm_t *comm)
     /* host calls complete before they return: only the peers need to be waited for */
     BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
     atomic_store(&comm->state, BRAID_COMM_FINALIZED);
-    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
-    if (ctrl != NULL)
-        atomic_store(&ctrl->state, BRAID_COMM_FINALIZED);
+    braid_comm_publish_state(comm, BRAID_COMM_FINALIZED);
     return BRAID_OK;
 }
 
 braid_status_t braid_comm_revoke(braid_comm_t *comm)
 {
     atomic_store(&comm->state, BRAID_COMM_REVOKED);
-    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
-    if (ctrl != NULL)
-        atomic_store(&ctrl->state, BRAID_COMM_REVOKED);
+    braid_comm_publish_state(comm, BRAID_COMM_REVOKED);
     /* calls in flight on other threads see the state at their next check and leave */
     while (atomic_load(&comm->busy) > 1) {
         struct timespec ts = { 0, 1000000 };
@@ -141,15 +136,24 @@ void braid_comm_set_error(braid_comm_t *comm, braid_status_t st)
     int s = BRAID_COMM_READY;
     atomic_compare_exchange_strong(&comm->state, &s, BRAID_COMM_ERROR);
     braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
-    if (ctrl != NULL) {
+    if (ctrl != NULL)
         atomic_store(&ctrl->status, (int)st);
-        atomic_store(&ctrl->state, BRAID_COMM_ERROR);
-    }
+    braid_comm_publish_state(comm, BRAID_COMM_ERROR);
+}
+
+void braid_comm_publish_state(braid_comm_t *comm, braid_comm_state_t state)
+{
+    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
+    if (ctrl != NULL)
+        atomic_store(&ctrl->state, (int)state);
+    braid_net_publish_state(comm, (int)state);
 }
 
 void braid_comm_publish(braid_comm_t *comm, uint64_t started, uint64_t done)
 {
     braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
+    if (done)
+        braid_net_publish_done(comm, done);
     if (ctrl == NULL)
         return;
     if (started)
@@ -163,9 +167,7 @@ void braid_comm_free(braid_comm_t *comm, int abort)
     braid_comm_state_t final = abort ? BRAID_COMM_ABORTED : BRAID_COMM_DESTROYED;
     if (abort) {
         atomic_store(&comm->state, BRAID_COMM_ABORTED);
-        braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
-        if (ctrl != NULL)
-            atomic_store(&ctrl->state, BRAID_COMM_ABORTED);
+        braid_comm_publish_state(comm, BRAID_COMM_ABORTED);
         pthread_mutex_lock(&comm->lock);   /* an init thread may be publishing bs */
         if (comm->bs != NULL)
             braid_bootstrap_abort(comm->bs);
@@ -177,6 +179,7 @@ void braid_comm_free(braid_comm_t *comm, int abort)
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
+    braid_net_teardown(comm, final);
     braid_shm_teardown(comm, final);
     if (comm->bs != NULL)
         braid_bootstrap_destroy(comm->bs);

@@ -165,6 +165,19 @@ static void op_conns_release(braid_op_t *op)
     }
 }
 
+/* Every send of the op has left this process (network connections move data only while
+ * a thread drives them, and the caller may not call again for a long time). */
+static braid_status_t op_conns_flush(braid_op_t *op)
+{
+    for (int p = 0; p < op->nranks; p++) {
+        braid_conn_t *c = op->tickets[p] != UINT64_MAX ? op->send_conns[p] : NULL;
+        braid_status_t st = c != NULL && c->ops->flush != NULL ? c->ops->flush(c) : BRAID_OK;
+        if (st != BRAID_OK)
+            return st;
+    }
+    return BRAID_OK;
+}
+
 void braid_op_finish(braid_op_t *op)
 {
     /* After an error the connection is out of step anyway and the communicator is marked
@@ -328,8 +341,12 @@ braid_status_t braid_op_progress(braid_op_t *op)
         op->step++;
         op->slices_done++;
     }
-    if (!op->done)
+    if (!op->done) {
+        braid_status_t st = op_conns_flush(op);
+        if (st != BRAID_OK)
+            return st;
         op_conns_release(op);
+    }
     op->done = 1;
     return BRAID_OK;
 }

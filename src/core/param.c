@@ -70,6 +70,14 @@ static const param_entry_t param_table[] = {
         "check that buffers are host memory: auto (when a GPU runtime is loaded), 1, 0"),
     [BRAID_P_CHECK_PEERS_MS] = P_INT("CHECK_PEERS_MS", NULL, "100", 1, 3600000,
         "milliseconds between liveness checks of peers while waiting"),
+    [BRAID_P_NET] = P_STR("NET", "NCCL_NET", "",
+        "network provider between hosts: Socket, OFI, UCX or an NCCL_NET_PLUGIN's name "
+        "(case-insensitive); unset: the best that works"),
+    [BRAID_P_NET_PLUGIN] = P_STR("NET_PLUGIN", "NCCL_NET_PLUGIN", "",
+        "an NCCL net plugin (libnccl-net-NAME.so, or NAME) to use as a provider"),
+    [BRAID_P_NET_LOST_S] = P_INT("NET_LOST_S", NULL, "4", 1, 3600,
+        "seconds without an answer (TCP keepalive) after which a peer on another host is "
+        "reported lost"),
 };
 
 _Static_assert(sizeof(param_table) / sizeof(param_table[0]) == BRAID_P_COUNT,

@@ -1,9 +1,10 @@
 /*
  * Shared-memory transport: segments, FIFOs of slots, and the slot protocol.
  *
- * Segment of rank r:
+ * Segment of rank r (local ranks: those of the communicator on this host, in rank order;
+ * the ranks of other hosts are the network transport's):
  *
- *   [ control block | FIFO from rank 0 | FIFO from rank 1 | ... | FIFO from rank n-1 ]
+ *   [ control block | FIFO from local rank 0 | ... | FIFO from local rank m-1 ]
  *
  * FIFO: [ tail (receiver) | K slot headers | K slots of S bytes ]
  *
@@ -68,7 +69,10 @@ struct braid_shm {
     int setup_done;         /* every rank mapped every segment */
     size_t fifo_bytes, seg_bytes;
     uint32_t nslots;
-    shm_map_t *maps;        /* [nranks]: maps[rank] is our own segment */
+    shm_map_t *maps;        /* [nranks]: maps[rank] is our own segment; NULL bases for
+                             * the ranks of other hosts */
+    int *lidx;              /* [nranks]: local index of each rank, -1 on other hosts */
+    int nlocal;
     braid_pull_t pull;      /* agreed: how ranks read each other's buffers */
     size_t pull_min;        /* agreed: from this many bytes, algorithms do */
 };
@@ -223,7 +227,8 @@ static void seg_unlink_peers(const braid_comm_t *comm)
         return;
     for (int r = 0; r < comm->nranks; r++) {
         seg_name(name, sizeof(name), comm, r);
-        if (r != comm->rank && seg_path(path, sizeof(path), name) == BRAID_OK)
+        if (r != comm->rank && comm->shm->lidx[r] >= 0 &&
+            seg_path(path, sizeof(path), name) == BRAID_OK)
             unlink(path);
     }
 }
@@ -231,7 +236,7 @@ static void seg_unlink_peers(const braid_comm_t *comm)
 static shm_fifo_t *seg_fifo(const braid_shm_t *shm, int owner, int sender)
 {
     return (shm_fifo_t *)((char *)shm->maps[owner].base + SHM_PAGE +
-                          (size_t)sender * shm->fifo_bytes);
+                          (size_t)shm->lidx[sender] * shm->fifo_bytes);
 }
 
 static braid_status_t conn_make(braid_comm_t *comm, int owner, int sender, int peer,
@@ -257,20 +262,6 @@ braid_shm_ctrl_t *braid_shm_ctrl(const braid_comm_t *comm, int r)
     if (comm->shm == NULL || comm->shm->maps == NULL || comm->shm->maps[r].base == NULL)
         return NULL;
     return (braid_shm_ctrl_t *)comm->shm->maps[r].base;
-}
-
-static braid_status_t shm_check_local(const braid_comm_t *comm)
-{
-    const braid_peer_info_t *me = &comm->peers[comm->rank];
-    for (int r = 0; r < comm->nranks; r++) {
-        if (comm->peers[r].host_id != me->host_id)
-            return braid_err(BRAID_ERR_UNSUPPORTED,
-                             "rank %d is on host %s, this rank %d on host %s: this braid build "
-                             "connects ranks of one host only (network transports are not "
-                             "available yet)", r, comm->peers[r].hostname, comm->rank,
-                             me->hostname);
-    }
-    return BRAID_OK;
 }
 
 /* ---- single copy: may ranks read each other's buffers? ------------------------------ */
@@ -379,6 +370,10 @@ static braid_status_t shm_cma_try(braid_comm_t *comm, int req)
 static braid_status_t shm_pull_agree(braid_comm_t *comm)
 {
     int n = comm->nranks, req = -1, off = -1, one = 1;
+    if (comm->shm->nlocal < n) {   /* every rank knows: no pulls across hosts */
+        comm->shm->pull = BRAID_PULL_NONE;
+        return braid_bootstrap_barrier(comm->bs);   /* still the "all mapped" barrier */
+    }
     shm_pull_vote_t *v = calloc((size_t)n, sizeof(*v)), *mine;
     if (v == NULL)
         return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d votes", n);
@@ -432,7 +427,7 @@ static braid_status_t shm_map_peers(braid_comm_t *comm)
 {
     braid_shm_t *shm = comm->shm;
     for (int r = 0; r < comm->nranks; r++) {
-        if (r == comm->rank)
+        if (r == comm->rank || shm->lidx[r] < 0)
             continue;
         char name[96];
         seg_name(name, sizeof(name), comm, r);
@@ -447,6 +442,8 @@ static braid_status_t shm_map_peers(braid_comm_t *comm)
 static braid_status_t shm_make_conns(braid_comm_t *comm)
 {
     for (int p = 0; p < comm->nranks; p++) {
+        if (comm->shm->lidx[p] < 0)
+            continue;
         /* we send into p's segment, FIFO "from us"; we receive in ours, FIFO "from p" */
         BRAID_CHECK(conn_make(comm, p, comm->rank, p, &comm->send_conns[p]));
         BRAID_CHECK(conn_make(comm, comm->rank, p, p, &comm->recv_conns[p]));
@@ -456,17 +453,21 @@ static braid_status_t shm_make_conns(braid_comm_t *comm)
 
 braid_status_t braid_shm_setup(braid_comm_t *comm)
 {
-    braid_shm_t *shm;
-    BRAID_CHECK(shm_check_local(comm));
-    shm = calloc(1, sizeof(*shm));
-    if (shm == NULL || (shm->maps = calloc((size_t)comm->nranks, sizeof(shm_map_t))) == NULL) {
+    braid_shm_t *shm = calloc(1, sizeof(*shm));
+    if (shm == NULL || (shm->maps = calloc((size_t)comm->nranks, sizeof(shm_map_t))) == NULL ||
+        (shm->lidx = calloc((size_t)comm->nranks, sizeof(int))) == NULL) {
+        if (shm != NULL)
+            free(shm->maps);
         free(shm);
         return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d peers", comm->nranks);
     }
     comm->shm = shm;
+    for (int r = 0; r < comm->nranks; r++)
+        shm->lidx[r] = comm->peers[r].host_id == comm->peers[comm->rank].host_id
+                           ? shm->nlocal++ : -1;
     shm->nslots = comm->peers[0].nslots;
     shm->fifo_bytes = fifo_hdr_bytes(shm->nslots) + (size_t)shm->nslots * comm->slot_size;
-    shm->seg_bytes = SHM_PAGE + (size_t)comm->nranks * shm->fifo_bytes;
+    shm->seg_bytes = SHM_PAGE + (size_t)shm->nlocal * shm->fifo_bytes;
     BRAID_CHECK(shm_create_own(comm));
     BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
     BRAID_CHECK(shm_map_peers(comm));
@@ -479,7 +480,7 @@ braid_status_t braid_shm_setup(braid_comm_t *comm)
     BRAID_CHECK(shm_make_conns(comm));
     BRAID_INFO(BRAID_SUB_SHM | BRAID_SUB_INIT,
                "shm: %d ranks, %u slots of %zu bytes per peer, %zu-byte segment; single copy "
-               "%s (from %zu bytes)", comm->nranks, shm->nslots, comm->slot_size,
+               "%s (from %zu bytes)", shm->nlocal, shm->nslots, comm->slot_size,
                shm->seg_bytes, shm->pull == BRAID_PULL_LOAD  ? "by loads"
                                : shm->pull == BRAID_PULL_CMA ? "by process_vm_readv"
                                                              : "off", shm->pull_min);
@@ -511,6 +512,7 @@ void braid_shm_teardown(braid_comm_t *comm, braid_comm_state_t state)
         if (shm->maps[r].base != NULL)
             munmap(shm->maps[r].base, shm->maps[r].len);
     free(shm->maps);
+    free(shm->lidx);
     free(shm);
     comm->shm = NULL;
 }
