@@ -191,7 +191,13 @@ static braid_status_t comm_stalled(void *ctx, const braid_op_t *op, double waite
                      comm->rank, comm->rank, peer);
 }
 
+static void comm_drive(void *ctx)
+{
+    braid_net_drive(ctx);
+}
+
 const braid_exec_hooks_t braid_comm_exec_hooks = {
     .check = comm_check,
     .stalled = comm_stalled,
+    .drive = comm_drive,
 };

@@ -415,10 +415,14 @@ braid_status_t braid_exec_run(braid_op_t **ops, int nops)
         }
         if (!pending)
             return BRAID_OK;
-        if (moved)
+        if (moved) {
             idle = 0;
-        else
+        } else {
+            for (int i = 0; i < nops; i++)
+                if (!ops[i]->done && ops[i]->hooks != NULL && ops[i]->hooks->drive != NULL)
+                    ops[i]->hooks->drive(ops[i]->hook_ctx);
             backoff(idle++, oversub);
+        }
         /* The clock is read every 64 moves or 16 idle passes, not on every pass: a small
          * call would spend a fifth of its time in clock_gettime. Moves are at most one
          * slice each, so checks still come at least every few tens of milliseconds. */

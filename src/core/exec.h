@@ -38,6 +38,9 @@ typedef struct braid_exec_hooks {
     braid_status_t (*check)(void *ctx, const struct braid_op *op, int blocked);
     /* Called once the operation made no progress for the timeout; returns the error. */
     braid_status_t (*stalled)(void *ctx, const struct braid_op *op, double waited_s);
+    /* Called on every pass in which no op moved (may be NULL): drive transports that move
+     * data only when driven, whatever connection the op waits on. */
+    void (*drive)(void *ctx);
 } braid_exec_hooks_t;
 
 typedef struct braid_op {

@@ -40,9 +40,8 @@
 
 /* ---- providers -------------------------------------------------------------------------- */
 
-/* Default order: an external plugin the user named, then TCP. OFI and UCX are used when
- * named (NCCL_NET): their connection setup with several ranks per host is not yet reliable
- * (README, "Between hosts"), so they come after the socket provider. */
+/* Default order: an external plugin the user named, then TCP. OFI and UCX come after it
+ * (used when named) until their speed here is measured against it. */
 static const braid_net_ops_t *net_builtin[] = { &braid_net_socket, &braid_net_ofi,
                                                 &braid_net_ucx };
 #define NET_NBUILTIN (sizeof(net_builtin) / sizeof(net_builtin[0]))
@@ -113,7 +112,8 @@ struct braid_net {
     void *listen;
     int health_fd;              /* health listener, closed after setup */
     net_health_t *health;       /* [nranks] */
-    struct net_conn **sends;    /* [nranks]: the send connections, NULL for local ranks */
+    struct net_conn **sends;    /* [nranks]: the connections to remote ranks, NULL for */
+    struct net_conn **recvs;    /* local ones (braid_net_drive) */
     int nranks;
     _Atomic uint64_t seq_done;
     _Atomic int gone;           /* the exit hook spoke last: say nothing more */
@@ -247,20 +247,6 @@ static braid_status_t nc_send_progress(net_conn_t *c)
     return BRAID_OK;
 }
 
-/*
- * While an operation waits, move every send of the communicator that is still in flight, not
- * only the one it waits on: a provider moves data only when driven (the socket provider
- * writes what the kernel takes), and the peer may be waiting for the rest of a message this
- * rank sent before it turned to wait for something else.
- */
-static void nc_drive_sends(braid_net_t *net)
-{
-    for (int r = 0; r < net->nranks; r++) {
-        net_conn_t *c = net->sends[r];
-        if (c != NULL && c->failed == BRAID_OK && c->done < c->filled)
-            (void)nc_send_progress(c);   /* a failure shows where it is waited on */
-    }
-}
 
 static braid_status_t nc_send_slot(braid_conn_t *bc, size_t len, void **ptr_p, size_t *cap_p)
 {
@@ -269,10 +255,8 @@ static braid_status_t nc_send_slot(braid_conn_t *bc, size_t len, void **ptr_p, s
     if (c->failed != BRAID_OK)
         return c->failed;
     BRAID_CHECK(nc_send_progress(c));
-    if (c->filled - c->done >= c->nslots) {
-        nc_drive_sends(c->net);
+    if (c->filled - c->done >= c->nslots)
         return BRAID_INPROGRESS;
-    }
     *ptr_p = c->slots[c->filled % c->nslots].buf + NET_HDR;
     *cap_p = bc->slot_size;
     return BRAID_OK;
@@ -296,10 +280,7 @@ static braid_status_t nc_flush(braid_conn_t *bc)
     if (c->failed != BRAID_OK)
         return c->failed;
     BRAID_CHECK(nc_send_progress(c));
-    if (c->done == c->filled)
-        return BRAID_OK;
-    nc_drive_sends(c->net);
-    return BRAID_INPROGRESS;
+    return c->done == c->filled ? BRAID_OK : BRAID_INPROGRESS;
 }
 
 /* Keep K receives posted, strictly in slot order (message i must land in slot i mod K). */
@@ -320,32 +301,38 @@ static braid_status_t nc_recv_post(net_conn_t *c)
     return BRAID_OK;
 }
 
+/* Has the oldest receive landed? OK once it has, INPROGRESS while not. */
+static braid_status_t nc_recv_progress(net_conn_t *c)
+{
+    net_slot_t *s = &c->slots[c->done % c->nslots];
+    int done = 0;
+    if (c->failed != BRAID_OK)
+        return c->failed;
+    if (s->full)
+        return BRAID_OK;
+    BRAID_CHECK(nc_recv_post(c));
+    if (c->posted == c->done)
+        return BRAID_INPROGRESS;
+    braid_status_t st = c->prov->test(s->req, &done, &s->got);
+    if (st < 0) {
+        s->req = NULL;
+        return nc_fail(c, st);
+    }
+    if (!done)
+        return BRAID_INPROGRESS;
+    s->req = NULL;
+    s->full = 1;
+    return BRAID_OK;
+}
+
 static braid_status_t nc_recv_slot(braid_conn_t *bc, const void **ptr_p, size_t *len_p,
                                    braid_msg_hdr_t *hdr_p)
 {
     net_conn_t *c = (net_conn_t *)bc;
     net_slot_t *s = &c->slots[c->done % c->nslots];
-    if (c->failed != BRAID_OK)
-        return c->failed;
-    if (!s->full) {
-        int done = 0;
-        BRAID_CHECK(nc_recv_post(c));
-        if (c->posted == c->done) {
-            nc_drive_sends(c->net);
-            return BRAID_INPROGRESS;
-        }
-        braid_status_t st = c->prov->test(s->req, &done, &s->got);
-        if (st < 0) {
-            s->req = NULL;
-            return nc_fail(c, st);
-        }
-        if (!done) {
-            nc_drive_sends(c->net);
-            return BRAID_INPROGRESS;
-        }
-        s->req = NULL;
-        s->full = 1;
-    }
+    braid_status_t st = nc_recv_progress(c);
+    if (st != BRAID_OK)
+        return st;
     const net_slot_hdr_t *h = (const net_slot_hdr_t *)s->buf;
     if (s->got < NET_HDR || h->len > bc->slot_size || s->got != NET_HDR + h->len) {
         c->failed = braid_err(BRAID_ERR_REMOTE, "net %s: rank %d (%s) sent a malformed "
@@ -367,11 +354,33 @@ static braid_status_t nc_recv_release(braid_conn_t *bc)
     return nc_recv_post(c);
 }
 
+/*
+ * A provider moves data only when driven (libfabric's manual progress and rendezvous, the
+ * socket provider writing what the kernel takes), and a peer may be waiting for the rest of
+ * a message this rank sent before it turned to wait on another connection, maybe a
+ * shared-memory one: so while any operation of the comm waits, every send in flight and the
+ * oldest receive of every connection are moved. Failures show where they are waited on.
+ */
+void braid_net_drive(braid_comm_t *comm)
+{
+    braid_net_t *net = comm->net;
+    if (net == NULL)
+        return;
+    for (int r = 0; r < net->nranks; r++) {
+        net_conn_t *s = net->sends[r], *c = net->recvs[r];
+        if (s != NULL && s->failed == BRAID_OK && s->done < s->filled)
+            (void)nc_send_progress(s);
+        if (c != NULL && c->failed == BRAID_OK)
+            (void)nc_recv_progress(c);
+    }
+}
+
 static void nc_close(braid_conn_t *bc)
 {
     net_conn_t *c = (net_conn_t *)bc;
-    if (c->is_send && c->net->sends[bc->peer] == c)
-        c->net->sends[bc->peer] = NULL;
+    net_conn_t **mine = c->is_send ? c->net->sends : c->net->recvs;
+    if (mine[bc->peer] == c)
+        mine[bc->peer] = NULL;
     if (c->pcomm != NULL) {
         if (c->mh != NULL)
             c->prov->dereg_mr(c->pcomm, c->mh);
@@ -432,8 +441,7 @@ static braid_status_t nc_make(braid_comm_t *comm, int peer, int is_send, void *p
         nc_close(&c->base);
         return st;
     }
-    if (is_send)
-        comm->net->sends[peer] = c;
+    (is_send ? comm->net->sends : comm->net->recvs)[peer] = c;
     *conn_p = &c->base;
     return BRAID_OK;
 }
@@ -625,7 +633,8 @@ static braid_status_t pending_step(const braid_net_ops_t *prov, net_pending_t *p
 
 typedef struct net_connecting {
     net_pending_t *sends;       /* [nranks] */
-    net_pending_t *recvs;       /* accepted, hello not judged yet */
+    net_pending_t **recvs;      /* accepted, hello not judged yet; each allocated on its own
+                                 * because a receive is posted into its hello */
     int nrecvs, cap_recvs;
     void **send_comms, **recv_comms;   /* [nranks]: done */
     int want, have;             /* connections to finish, finished */
@@ -638,17 +647,23 @@ static braid_status_t connecting_accept(braid_comm_t *comm, net_connecting_t *k)
     BRAID_CHECK(prov->accept(comm->net->listen, &rc));
     if (rc == NULL)
         return BRAID_OK;
-    if (k->nrecvs == k->cap_recvs) {
+    net_pending_t *p = calloc(1, sizeof(*p));
+    if (p != NULL && k->nrecvs == k->cap_recvs) {
         int cap = k->cap_recvs ? 2 * k->cap_recvs : 8;
-        net_pending_t *n = realloc(k->recvs, (size_t)cap * sizeof(*n));
-        if (n == NULL) {
-            prov->close_recv(rc);
-            return braid_err(BRAID_ERR_NOMEM, "net: out of memory accepting connections");
+        net_pending_t **n = realloc(k->recvs, (size_t)cap * sizeof(*n));
+        if (n != NULL) {
+            k->recvs = n;
+            k->cap_recvs = cap;
         }
-        k->recvs = n;
-        k->cap_recvs = cap;
     }
-    k->recvs[k->nrecvs++] = (net_pending_t){ .pcomm = rc, .peer = -1 };
+    if (p == NULL || k->nrecvs == k->cap_recvs) {
+        free(p);
+        prov->close_recv(rc);
+        return braid_err(BRAID_ERR_NOMEM, "net: out of memory accepting connections");
+    }
+    p->pcomm = rc;
+    p->peer = -1;
+    k->recvs[k->nrecvs++] = p;
     return BRAID_OK;
 }
 
@@ -670,7 +685,7 @@ static braid_status_t connecting_pass(braid_comm_t *comm, net_connecting_t *k)
         }
     }
     for (int i = 0; i < k->nrecvs; i++) {
-        net_pending_t *p = &k->recvs[i];
+        net_pending_t *p = k->recvs[i];
         int take = 0;
         braid_status_t st = pending_step(prov, p, &done, &got);
         if (st == BRAID_OK && !done)
@@ -685,6 +700,7 @@ static braid_status_t connecting_pass(braid_comm_t *comm, net_connecting_t *k)
         } else {
             pending_drop(prov, p);
         }
+        free(p);
         k->recvs[i--] = k->recvs[--k->nrecvs];
     }
     return BRAID_OK;
@@ -735,8 +751,10 @@ static void connecting_free(const braid_net_ops_t *prov, net_connecting_t *k, in
 {
     for (int r = 0; r < n && k->sends != NULL; r++)
         pending_drop(prov, &k->sends[r]);
-    for (int i = 0; i < k->nrecvs; i++)
-        pending_drop(prov, &k->recvs[i]);
+    for (int i = 0; i < k->nrecvs; i++) {
+        pending_drop(prov, k->recvs[i]);
+        free(k->recvs[i]);
+    }
     for (int r = 0; r < n && k->recv_comms != NULL; r++)
         if (k->recv_comms[r] != NULL)
             prov->close_recv(k->recv_comms[r]);
@@ -948,9 +966,12 @@ static braid_status_t net_alloc(braid_comm_t *comm)
 {
     braid_net_t *net = calloc(1, sizeof(*net));
     if (net == NULL || (net->health = calloc((size_t)comm->nranks, sizeof(net_health_t))) == NULL ||
-        (net->sends = calloc((size_t)comm->nranks, sizeof(*net->sends))) == NULL) {
-        if (net != NULL)
+        (net->sends = calloc((size_t)comm->nranks, sizeof(*net->sends))) == NULL ||
+        (net->recvs = calloc((size_t)comm->nranks, sizeof(*net->recvs))) == NULL) {
+        if (net != NULL) {
             free(net->health);
+            free(net->sends);
+        }
         free(net);
         return braid_err(BRAID_ERR_NOMEM, "net: out of memory for %d ranks", comm->nranks);
     }
@@ -1043,6 +1064,7 @@ void braid_net_teardown(braid_comm_t *comm, int state)
     braid_socket_close(net->health_fd);
     free(net->health);
     free(net->sends);
+    free(net->recvs);
     free(net);
     comm->net = NULL;
 }

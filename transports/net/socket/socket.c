@@ -289,7 +289,7 @@ static braid_status_t sock_test(void *req, int *done, size_t *size_p)
         *size_p = (size_t)r->len;
     *done = r->done;
     req_unlink(c, r);
-    return r->done ? BRAID_OK : st;
+    return *done ? BRAID_OK : st;
 }
 
 static void comm_close(void *comm)
