@@ -118,66 +118,41 @@ static void fill(unsigned char *b, size_t len, unsigned seed)
         b[i] = (unsigned char)(seed * 31u + i * 7u + (i >> 11));
 }
 
-/* n messages of `len` bytes on p, receives posted first or last; contents checked. */
+/* n messages of `len` bytes on p, receives posted first or last; contents checked. Requests
+ * and registrations: sends at [i], receives at [n + i]. */
 static void exchange(pair_t *p, size_t len, int n, int recv_first)
 {
-    unsigned char **sb = calloc((size_t)n, sizeof(*sb)), **rb = calloc((size_t)n, sizeof(*rb));
-    void **sreq = calloc((size_t)n, sizeof(void *)), **rreq = calloc((size_t)n, sizeof(void *));
-    void **smh = calloc((size_t)n, sizeof(void *)), **rmh = calloc((size_t)n, sizeof(void *));
-    size_t *got = calloc((size_t)n, sizeof(size_t));
-    assert_true(sb && rb && sreq && rreq && smh && rmh && got);
+    unsigned char **buf = calloc(2 * (size_t)n, sizeof(*buf));
+    void **req = calloc(2 * (size_t)n, sizeof(void *)), **mh = calloc(2 * (size_t)n, sizeof(void *));
+    size_t *got = calloc(2 * (size_t)n, sizeof(size_t));
+    assert_true(buf && req && mh && got);
     for (int i = 0; i < n; i++) {
-        sb[i] = malloc(len + 1);
-        rb[i] = calloc(1, len + 1);
-        assert_true(sb[i] && rb[i]);
-        fill(sb[i], len, (unsigned)i + 1);
-        assert_int_equal(P->reg_mr(p->send, sb[i], len + 1, &smh[i]), BRAID_OK);
-        assert_int_equal(P->reg_mr(p->recv, rb[i], len + 1, &rmh[i]), BRAID_OK);
+        buf[i] = malloc(len + 1);
+        buf[n + i] = calloc(1, len + 1);
+        assert_true(buf[i] && buf[n + i]);
+        fill(buf[i], len, (unsigned)i + 1);
+        assert_int_equal(P->reg_mr(p->send, buf[i], len + 1, &mh[i]), BRAID_OK);
+        assert_int_equal(P->reg_mr(p->recv, buf[n + i], len + 1, &mh[n + i]), BRAID_OK);
     }
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < n; i++) {
             if ((pass == 0) == (recv_first != 0))
-                rreq[i] = post(0, p->recv, rb[i], len, rmh[i]);
+                req[n + i] = post(0, p->recv, buf[n + i], len, mh[n + i]);
             else
-                sreq[i] = post(1, p->send, sb[i], len, smh[i]);
+                req[i] = post(1, p->send, buf[i], len, mh[i]);
         }
-    /* drive both sides: one process holds both ends */
-    double end = now_s() + WAIT_S;
-    for (int left = 2 * n; left > 0;) {
-        left = 0;
-        for (int i = 0; i < n; i++) {
-            int done;
-            size_t size = 0;
-            if (sreq[i] != NULL) {
-                assert_int_equal(P->test(sreq[i], &done, NULL), BRAID_OK);
-                sreq[i] = done ? NULL : sreq[i];
-            }
-            if (rreq[i] != NULL) {
-                assert_int_equal(P->test(rreq[i], &done, &size), BRAID_OK);
-                if (done) {
-                    rreq[i] = NULL;
-                    got[i] = size;
-                }
-            }
-            left += (sreq[i] != NULL) + (rreq[i] != NULL);
-        }
-        if (now_s() > end)
-            fail_msg("%zu-byte messages: %d requests not done after %d s", len, left, WAIT_S);
-    }
+    wait_all(req, 2 * n, got);   /* drives both sides: one process holds both ends */
     for (int i = 0; i < n; i++) {
-        assert_int_equal(got[i], len);
-        assert_memory_equal(rb[i], sb[i], len);
-        P->dereg_mr(p->send, smh[i]);
-        P->dereg_mr(p->recv, rmh[i]);
-        free(sb[i]);
-        free(rb[i]);
+        assert_int_equal(got[n + i], len);
+        assert_memory_equal(buf[n + i], buf[i], len);
+        P->dereg_mr(p->send, mh[i]);
+        P->dereg_mr(p->recv, mh[n + i]);
+        free(buf[i]);
+        free(buf[n + i]);
     }
-    free(sb);
-    free(rb);
-    free(sreq);
-    free(rreq);
-    free(smh);
-    free(rmh);
+    free(buf);
+    free(req);
+    free(mh);
     free(got);
 }
 

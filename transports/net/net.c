@@ -166,11 +166,6 @@ void braid_net_publish_done(braid_comm_t *comm, uint64_t seq_done)
         atomic_store_explicit(&comm->net->seq_done, seq_done, memory_order_relaxed);
 }
 
-const char *braid_net_provider_name(const braid_comm_t *comm)
-{
-    return comm->net != NULL ? comm->net->prov->name : NULL;
-}
-
 /* ---- the slot FIFO over a provider's messages ------------------------------------------ */
 
 typedef struct net_slot_hdr {
@@ -489,11 +484,7 @@ static void net_pause(void)
 
 static braid_status_t health_listen(braid_net_t *net, braid_sockaddr_t *addr_p)
 {
-    BRAID_CHECK(braid_socket_find_if(NULL, addr_p, NULL));
-    if (addr_p->sa.sa_family == AF_INET)
-        addr_p->in4.sin_port = 0;
-    else
-        addr_p->in6.sin6_port = 0;
+    BRAID_CHECK(braid_socket_find_if(NULL, addr_p, NULL));   /* port 0 */
     return braid_socket_listen(addr_p, 0, &net->health_fd);
 }
 
@@ -907,41 +898,28 @@ static braid_status_t net_connected_wait(braid_comm_t *comm, net_connecting_t *k
 {
     braid_net_t *net = comm->net;
     int64_t deadline = braid_deadline_after_s(braid_param_int(BRAID_P_BOOTSTRAP_TIMEOUT));
-    int left = 0;
     char c = 'C';
     for (int r = 0; r < comm->nranks; r++) {
         size_t off = 0;
-        if (net->health[r].fd < 0)
-            continue;
-        if (braid_socket_send_nb(net->health[r].fd, &c, 1, &off) != BRAID_OK || off != 1)
+        if (net->health[r].fd >= 0 &&
+            (braid_socket_send_nb(net->health[r].fd, &c, 1, &off) != BRAID_OK || off != 1))
             return braid_err(BRAID_ERR_REMOTE, "net: rank %d lost its health link to rank %d "
                              "during setup", comm->rank, r);
-        left++;
     }
-    while (left > 0) {
-        BRAID_CHECK(connecting_pass(comm, k));   /* drives the provider; refuses strays */
-        for (int r = 0; r < comm->nranks; r++) {
-            size_t off = 0;
-            if (net->health[r].fd < 0 || net->health[r].in_off == 1)
-                continue;
-            braid_status_t st = braid_socket_recv_nb(net->health[r].fd, net->health[r].in, 1,
-                                                     &off);
-            if (st != BRAID_OK)
+    for (int r = 0; r < comm->nranks; r++) {
+        size_t off = 0;
+        while (net->health[r].fd >= 0 && off == 0) {
+            BRAID_CHECK(connecting_pass(comm, k));   /* drives the provider; refuses strays */
+            if (braid_socket_recv_nb(net->health[r].fd, &c, 1, &off) != BRAID_OK)
                 return braid_err(BRAID_ERR_REMOTE, "net: rank %d (%s) left during setup",
                                  r, comm->peers[r].hostname);
-            if (off == 1) {
-                net->health[r].in_off = 1;
-                left--;
-            }
+            if (off == 0 && braid_time_ns() > deadline)
+                return braid_err(BRAID_ERR_TIMEOUT, "net: rank %d (%s) did not finish "
+                                 "connecting in time", r, comm->peers[r].hostname);
+            if (off == 0)
+                net_pause();
         }
-        if (left > 0 && braid_time_ns() > deadline)
-            return braid_err(BRAID_ERR_TIMEOUT, "net: rank %d: %d remote ranks did not finish "
-                             "connecting in time", comm->rank, left);
-        if (left > 0)
-            net_pause();
     }
-    for (int r = 0; r < comm->nranks; r++)
-        net->health[r].in_off = 0;
     return BRAID_OK;
 }
 

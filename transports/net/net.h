@@ -123,7 +123,5 @@ const char *braid_net_peer_check(struct ncclComm *comm, int r, uint64_t seq, int
 /* Move whatever the comm's network connections have in flight (sends, and the oldest
  * receive of each connection): called while an operation waits, on any transport. */
 void braid_net_drive(struct ncclComm *comm);
-/* The provider's name, or NULL when the comm uses no network. */
-const char *braid_net_provider_name(const struct ncclComm *comm);
 
 #endif

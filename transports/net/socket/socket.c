@@ -105,10 +105,6 @@ static braid_status_t sock_listen(int dev, void *handle, void **listen_p)
     (void)dev;
     if (l == NULL)
         return braid_err(BRAID_ERR_NOMEM, "net socket: out of memory for a listener");
-    if (h.addr.sa.sa_family == AF_INET)
-        h.addr.in4.sin_port = 0;
-    else
-        h.addr.in6.sin6_port = 0;
     braid_status_t st = braid_socket_listen(&h.addr, 0, &l->fd);
     if (st != BRAID_OK) {
         free(l);

@@ -201,7 +201,6 @@ static braid_status_t ucx_probe_listener(void)
     /* its error is recorded already; the provider cannot run without an interface */
     if (braid_socket_find_if(NULL, &addr, ucx.ifname) < 0)
         return BRAID_ERR_UNSUPPORTED;
-    addr.in4.sin_port = 0;   /* same offset in sockaddr_in6 */
     ucs_status_t status = ucx_listener_open(&addr, NULL, &l);
     if (status != UCS_OK)
         return ucx_init_fail(status, "ucp_listener_create (client-server connections)");
@@ -412,8 +411,7 @@ static braid_status_t ucx_listen(int dev, void *handle, void **listen_p)
     braid_sockaddr_t addr;
     if (dev != 0)
         return braid_err(BRAID_ERR_INVALID, "net ucx: no device %d (there is one)", dev);
-    BRAID_CHECK(braid_socket_find_if(NULL, &addr, NULL));
-    addr.in4.sin_port = 0;   /* same offset in sockaddr_in6 */
+    BRAID_CHECK(braid_socket_find_if(NULL, &addr, NULL));   /* port 0 */
     ucx_listen_t *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return braid_err(BRAID_ERR_NOMEM, "net ucx: out of memory for a listener");
