@@ -7,8 +7,8 @@
  *     -DBRAID_KERN_SUFFIX=avx512 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mf16c
  *     -DBRAID_KERN_SUFFIX=avx2 -mavx2 -mf16c -mfma
  *     -DBRAID_KERN_SUFFIX=generic
- * Build it with -O3 (or -O2 -fvect-cost-model=dynamic): GCC 12's -O2 cost model vectorises
- * none of these loops. dispatch.c checks for exactly these extensions before using a table.
+ * Build it with -ftree-loop-vectorize -fvect-cost-model=dynamic (Makefile.am: a later -O2
+ * in CFLAGS undoes -O3 but not these): GCC 12's -O2 cost model vectorises none of these loops. dispatch.c checks for exactly these extensions before using a table.
  *
  * Per element, with LOAD widening to the accumulation type A and STORE rounding back:
  *     reduce:  dst = STORE(OP(LOAD(a), LOAD(b)))                       (no premul)
