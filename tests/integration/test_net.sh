@@ -24,40 +24,17 @@ if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
     exit 77
 fi
 
+. "$(dirname "$0")/../../scripts/netns.sh"
 tag=b$$
-sw=$tag-sw
-HOSTS=()
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_net.XXXXXX") || exit 99
 cleanup() {
-    for ns in "${HOSTS[@]}" "$sw"; do
-        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
-        ip netns del "$ns" 2>/dev/null
-    done
+    netns_remove
     rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-# make_hosts N: namespaces $tag-h0 .. h(N-1), eth0 = 10.77.0.(10+i)/24, all on one bridge.
-make_hosts() {
-    ip netns add "$sw" || return 1
-    ip -n "$sw" link add br0 type bridge || return 1
-    ip -n "$sw" link set br0 up || return 1
-    for ((i = 0; i < $1; i++)); do
-        local ns=$tag-h$i
-        ip netns add "$ns" || return 1
-        HOSTS+=("$ns")
-        ip link add "$tag-e$i" netns "$ns" type veth peer name "$tag-s$i" netns "$sw" ||
-            return 1
-        ip -n "$ns" link set "$tag-e$i" name eth0 || return 1
-        ip -n "$ns" addr add "10.77.0.$((10 + i))/24" dev eth0 || return 1
-        ip -n "$ns" link set eth0 up || return 1
-        ip -n "$ns" link set lo up || return 1
-        ip -n "$sw" link set "$tag-s$i" master br0 up || return 1
-    done
-}
-
-if ! make_hosts 4 2>"$TMP/ip.err"; then
+if ! netns_make "$tag" 4 2>"$TMP/ip.err"; then
     echo "test_net.sh: cannot create network namespaces here: $(head -n 1 "$TMP/ip.err"): skipped"
     exit 77
 fi
@@ -134,6 +111,24 @@ for prov in $providers; do
         fi
     done
 done
+
+# NCCL_NET unset: the first provider of UCX, OFI, Socket that is built (the raw tools are
+# built exactly when UCX and OFI are), the same on every rank.
+want=Socket
+[ -x "$build/braid-ofi-raw" ] && want=OFI
+[ -x "$build/braid-ucx-raw" ] && want=UCX
+rm -f "$TMP"/r*.log
+NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET start_job "1 1" "" "$perf" -b 1M -e 1M -n 2 -w 1
+if ! wait_job; then
+    fail "NCCL_NET unset: ranks ${JOB_FAILED[*]} failed"
+    show_logs
+elif [ "$(grep -l "connected to the ranks of other hosts over $want " "$TMP"/r*.log |
+          wc -l)" != 2 ]; then
+    fail "NCCL_NET unset: the ranks did not both pick $want"
+    show_logs
+else
+    echo "ok: NCCL_NET unset: both ranks use $want"
+fi
 
 # A long all-reduce loop on hosts 0 and 1 (K ranks each); `what` happens to host 1 after
 # two seconds; host 0's ranks must all fail with ncclRemoteError within 20 s, and the first

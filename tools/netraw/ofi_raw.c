@@ -5,7 +5,7 @@
  * honoured), addresses swapped over the out-of-band socket (raw_common.h).
  *
  *   client: -w warmup then -n timed fi_tsend of -s bytes, -W in flight    (tag RAW_TAG_BW)
- *   server: the matching fi_trecv, -W posted
+ *   server: the matching fi_trecv, -W posted         (-B: both sides do both at once)
  *   then -l rounds of an 8-byte ping-pong (client sends first)            (tag RAW_TAG_LAT)
  */
 #include "raw_common.h"
@@ -225,70 +225,101 @@ static int raw_poll(raw_ofi_t *r, void (*done)(void *arg, void *ctx, size_t len)
 typedef struct raw_stream {
     raw_ofi_t *r;
     struct fi_context2 *ctx;     /* one per window slot */
-    int *free_slots, nfree;
+    int *free_slots, nfree, window;
     size_t size;
     int sending;
+    char *buf;                   /* window slots of size bytes */
+    int posted, done;
 } raw_stream_t;
 
+/* A completion: its context says which stream (of the two at most) and which slot. */
 static void raw_stream_done(void *arg, void *ctx, size_t len)
 {
-    raw_stream_t *s = arg;
+    raw_stream_t *ss = arg, *s = &ss[0];
+    if ((struct fi_context2 *)ctx < s->ctx || (struct fi_context2 *)ctx >= s->ctx + s->window)
+        s = &ss[1];
     int slot = (int)((struct fi_context2 *)ctx - s->ctx);
     if (!s->sending && len != s->size)
         raw_die("fi_trecv", "a message of the wrong size arrived");
     s->free_slots[s->nfree++] = slot;
+    s->done++;
 }
 
-/* `count` messages of s->size from/into slot buffers, the window full; seconds taken. */
-static double raw_stream_run(raw_stream_t *s, char *buf, void *desc, int count)
+/* Post what the window allows of `count` messages on stream s. */
+static void raw_stream_post(raw_stream_t *s, void *desc, int count)
 {
-    int posted = 0, done = 0;
+    while (s->posted < count && s->nfree > 0) {
+        int slot = s->free_slots[s->nfree - 1];
+        char *p = s->buf + (size_t)slot * s->size;
+        ssize_t rc = s->sending
+            ? fi_tsend(s->r->ep, p, s->size, desc, s->r->peer, RAW_TAG_BW, &s->ctx[slot])
+            : fi_trecv(s->r->ep, p, s->size, desc, FI_ADDR_UNSPEC, RAW_TAG_BW, 0,
+                       &s->ctx[slot]);
+        if (rc == -FI_EAGAIN)
+            break;
+        raw_fi_check((int)rc, s->sending ? "fi_tsend" : "fi_trecv");
+        s->nfree--;
+        s->posted++;
+    }
+}
+
+/* `count` messages on each of the `n` streams (1, or 2 for both ways), the windows full;
+ * seconds taken. */
+static double raw_stream_run(raw_stream_t *ss, int n, void *desc, int count)
+{
     double t0 = raw_now();
-    while (done < count) {
-        while (posted < count && s->nfree > 0) {
-            int slot = s->free_slots[s->nfree - 1];
-            char *p = buf + (size_t)slot * s->size;
-            ssize_t rc = s->sending
-                ? fi_tsend(s->r->ep, p, s->size, desc, s->r->peer, RAW_TAG_BW, &s->ctx[slot])
-                : fi_trecv(s->r->ep, p, s->size, desc, FI_ADDR_UNSPEC, RAW_TAG_BW, 0,
-                           &s->ctx[slot]);
-            if (rc == -FI_EAGAIN)
-                break;
-            raw_fi_check((int)rc, s->sending ? "fi_tsend" : "fi_trecv");
-            s->nfree--;
-            posted++;
+    for (int i = 0; i < n; i++)
+        ss[i].posted = ss[i].done = 0;
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < n; i++) {
+            raw_stream_post(&ss[i], desc, count);
+            busy |= ss[i].done < count;
         }
-        done += raw_poll(s->r, raw_stream_done, s);
+        if (!busy)
+            break;
+        raw_poll(ss[0].r, raw_stream_done, ss);
     }
     return raw_now() - t0;
 }
 
 static double raw_bandwidth(raw_ofi_t *r, const raw_opts_t *o, int oob_fd)
 {
+    int n = o->both ? 2 : 1;
     size_t bytes = o->size * (size_t)o->window;
-    char *buf = malloc(bytes);
+    char *buf = malloc(bytes * (size_t)n);
     struct fid_mr *mr;
-    raw_stream_t s = { .r = r, .size = o->size, .sending = o->host != NULL };
+    raw_stream_t s[2] = {
+        { .r = r, .size = o->size, .window = o->window, .sending = o->host != NULL },
+        { .r = r, .size = o->size, .window = o->window, .sending = o->host == NULL },
+    };
     void *desc;
     double secs;
-    s.ctx = calloc((size_t)o->window, sizeof(*s.ctx));
-    s.free_slots = calloc((size_t)o->window, sizeof(int));
-    if (buf == NULL || s.ctx == NULL || s.free_slots == NULL)
+    if (buf == NULL)
         raw_die("bandwidth buffers", "out of memory");
-    memset(buf, 0x5a, bytes);
-    mr = raw_reg(r, buf, bytes);
+    memset(buf, 0x5a, bytes * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        s[i].buf = buf + bytes * (size_t)i;
+        s[i].ctx = calloc((size_t)o->window, sizeof(*s[i].ctx));
+        s[i].free_slots = calloc((size_t)o->window, sizeof(int));
+        if (s[i].ctx == NULL || s[i].free_slots == NULL)
+            raw_die("bandwidth buffers", "out of memory");
+        for (int k = 0; k < o->window; k++)
+            s[i].free_slots[s[i].nfree++] = k;
+    }
+    mr = raw_reg(r, buf, bytes * (size_t)n);
     desc = mr ? fi_mr_desc(mr) : NULL;
-    for (int i = 0; i < o->window; i++)
-        s.free_slots[s.nfree++] = i;
     if (o->warmup > 0)
-        raw_stream_run(&s, buf, desc, o->warmup);
+        raw_stream_run(s, n, desc, o->warmup);
     raw_oob_barrier(oob_fd);
-    secs = raw_stream_run(&s, buf, desc, o->iters);
+    secs = raw_stream_run(s, n, desc, o->iters);
     raw_oob_barrier(oob_fd);
     if (mr != NULL)
         fi_close(&mr->fid);
-    free(s.free_slots);
-    free(s.ctx);
+    for (int i = 0; i < n; i++) {
+        free(s[i].free_slots);
+        free(s[i].ctx);
+    }
     free(buf);
     return secs;
 }

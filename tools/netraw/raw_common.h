@@ -7,10 +7,12 @@
  *   client: braid-X-raw -c HOST -p PORT [options]
  *   options: -s BYTES message size (default 4M), -n ITERS (default 200), -w WARMUP (20),
  *            -W WINDOW messages in flight (default 8), -l ITERS of the 8-byte ping-pong
- *            (default 10000; 0 skips it)
+ *            (default 10000; 0 skips it), -B both ways at once (each side sends and
+ *            receives -n messages, as the two directions of a ring all-reduce do)
  *
- * The client sends, the server receives; both print "size, iters, GB/s" and the ping-pong's
- * half round trip in microseconds.
+ * The client sends, the server receives (with -B, both do both); both print "size, iters,
+ * GB/s" (one direction's bytes over the time) and the ping-pong's half round trip in
+ * microseconds.
  */
 #ifndef BRAID_TOOLS_NETRAW_RAW_COMMON_H
 #define BRAID_TOOLS_NETRAW_RAW_COMMON_H
@@ -33,6 +35,7 @@ typedef struct raw_opts {
     int port;
     size_t size;
     int iters, warmup, window, lat_iters;
+    int both;             /* -B: each side sends and receives */
 } raw_opts_t;
 
 static inline double raw_now(void)
@@ -58,7 +61,7 @@ static inline size_t raw_parse_size(const char *s)
 static inline void raw_usage(const char *prog)
 {
     fprintf(stderr, "usage: %s [-c HOST] -p PORT [-s BYTES] [-n ITERS] [-w WARMUP] "
-            "[-W WINDOW] [-l LAT_ITERS]\n", prog);
+            "[-W WINDOW] [-l LAT_ITERS] [-B]\n", prog);
     exit(2);
 }
 
@@ -67,7 +70,7 @@ static inline void raw_parse(int argc, char **argv, raw_opts_t *o)
     int c;
     *o = (raw_opts_t){ .port = 0, .size = 4u << 20, .iters = 200, .warmup = 20, .window = 8,
                        .lat_iters = 10000 };
-    while ((c = getopt(argc, argv, "c:p:s:n:w:W:l:h")) != -1) {
+    while ((c = getopt(argc, argv, "c:p:s:n:w:W:l:Bh")) != -1) {
         switch (c) {
         case 'c': o->host = optarg; break;
         case 'p': o->port = atoi(optarg); break;
@@ -76,6 +79,7 @@ static inline void raw_parse(int argc, char **argv, raw_opts_t *o)
         case 'w': o->warmup = atoi(optarg); break;
         case 'W': o->window = atoi(optarg); break;
         case 'l': o->lat_iters = atoi(optarg); break;
+        case 'B': o->both = 1; break;
         default: raw_usage(argv[0]);
         }
     }
@@ -165,8 +169,9 @@ static inline void raw_oob_barrier(int fd)
 static inline void raw_report(const char *lib, const raw_opts_t *o, double bw_seconds,
                               double lat_seconds)
 {
-    printf("%s: %zu-byte messages x %d, window %d: %.3f GB/s\n", lib, o->size, o->iters,
-           o->window, (double)o->size * o->iters / bw_seconds / 1e9);
+    printf("%s: %zu-byte messages x %d, window %d%s: %.3f GB/s\n", lib, o->size, o->iters,
+           o->window, o->both ? ", both ways (each way)" : "",
+           (double)o->size * o->iters / bw_seconds / 1e9);
     if (o->lat_iters > 0)
         printf("%s: 8-byte ping-pong: %.2f us one way\n", lib,
                lat_seconds / o->lat_iters / 2 * 1e6);

@@ -2,7 +2,7 @@
  * braid-ucx-raw: UCX alone, point to point. The two processes swap worker addresses over
  * the out-of-band socket (raw_common.h) and connect endpoints to them; the client tag-sends
  * -n messages of -s bytes with -W in flight (after -w warm-ups) and the server receives
- * them; then an 8-byte tagged ping-pong of -l round trips. UCX_* variables apply as UCX
+ * them (-B: both do both at once); then an 8-byte tagged ping-pong of -l round trips. UCX_* variables apply as UCX
  * reads them (UCX_TLS=tcp for the numbers in docs/PERFORMANCE.md).
  */
 #include <ucp/api/ucp.h>
@@ -85,43 +85,45 @@ static ucs_status_ptr_t ucx_recv(raw_ucx_t *u, void *buf, size_t len, uint64_t t
     return ucp_tag_recv_nbx(u->worker, buf, len, tag, TAG_MASK, &param);
 }
 
-/* `count` messages with up to `window` in flight: sends from one buffer, receives into
- * `window` buffers. */
-static void ucx_stream(raw_ucx_t *u, const raw_opts_t *o, char *buf, int count, int is_send)
+/* `count` messages with up to `window` in flight: sends from `sbuf`, receives into
+ * `window` buffers at `rbuf` (NULL: that direction is not used). */
+static void ucx_stream(raw_ucx_t *u, const raw_opts_t *o, const char *sbuf, char *rbuf,
+                       int count)
 {
-    ucs_status_ptr_t *reqs = calloc((size_t)o->window, sizeof(*reqs));
+    ucs_status_ptr_t *reqs = calloc(2 * (size_t)o->window, sizeof(*reqs));
     if (reqs == NULL)
         raw_die("calloc", "out of memory");
     for (int i = 0; i < count + o->window; i++) {
         int slot = i % o->window;
-        if (i >= o->window)
-            ucx_wait(u, reqs[slot], is_send ? "tag send" : "tag receive");
-        if (i < count)
-            reqs[slot] = is_send ? ucx_send(u, buf, o->size, TAG_DATA)
-                                 : ucx_recv(u, buf + (size_t)slot * o->size, o->size, TAG_DATA);
-        else
-            reqs[slot] = NULL;
+        if (i >= o->window && sbuf != NULL)
+            ucx_wait(u, reqs[2 * slot], "tag send");
+        if (i >= o->window && rbuf != NULL)
+            ucx_wait(u, reqs[2 * slot + 1], "tag receive");
+        if (i < count && sbuf != NULL)
+            reqs[2 * slot] = ucx_send(u, sbuf, o->size, TAG_DATA);
+        if (i < count && rbuf != NULL)
+            reqs[2 * slot + 1] = ucx_recv(u, rbuf + (size_t)slot * o->size, o->size, TAG_DATA);
     }
     free(reqs);
 }
 
 /* Bandwidth: the client's time ends when the server acknowledges the last message. */
-static double ucx_bandwidth(raw_ucx_t *u, const raw_opts_t *o, int oob, char *buf)
+static double ucx_bandwidth(raw_ucx_t *u, const raw_opts_t *o, int oob, char *sbuf, char *rbuf)
 {
-    int is_send = o->host != NULL;
+    int is_client = o->host != NULL;
     char ack = 0;
-    ucx_stream(u, o, buf, o->warmup, is_send);
+    ucx_stream(u, o, sbuf, rbuf, o->warmup);
     raw_oob_barrier(oob);
     double t0 = raw_now();
-    ucx_stream(u, o, buf, o->iters, is_send);
-    if (is_send)
+    ucx_stream(u, o, sbuf, rbuf, o->iters);
+    if (is_client)
         ucx_wait(u, ucx_recv(u, &ack, 1, TAG_ACK), "ack receive");
     else
         ucx_wait(u, ucx_send(u, &ack, 1, TAG_ACK), "ack send");
     double t = raw_now() - t0;
-    if (!is_send) {   /* the last message's pattern: the bytes arrived intact */
+    if (rbuf != NULL) {   /* the last message's pattern: the bytes arrived intact */
         size_t slot = (size_t)((o->iters - 1) % o->window);
-        const unsigned char *last = (unsigned char *)buf + slot * o->size;
+        const unsigned char *last = (unsigned char *)rbuf + slot * o->size;
         for (size_t i = 0; i < o->size; i += 4099)
             if (last[i] != (unsigned char)(i * 7 + 1))
                 raw_die("data check", "a received byte differs from the one sent");
@@ -166,20 +168,22 @@ int main(int argc, char **argv)
     raw_opts_t o;
     raw_ucx_t u;
     raw_parse(argc, argv, &o);
-    size_t nbuf = o.host != NULL ? 1 : (size_t)o.window;
-    char *buf = malloc(nbuf * o.size);
-    if (buf == NULL)
+    int sends = o.host != NULL || o.both, recvs = o.host == NULL || o.both;
+    char *sbuf = sends ? malloc(o.size) : NULL;
+    char *rbuf = recvs ? calloc((size_t)o.window, o.size) : NULL;
+    if ((sends && sbuf == NULL) || (recvs && rbuf == NULL))
         raw_die("malloc", "out of memory for the message buffers");
-    for (size_t i = 0; i < nbuf * o.size; i++)
-        buf[i] = o.host != NULL ? (char)(i * 7 + 1) : 0;
+    for (size_t i = 0; sends && i < o.size; i++)
+        sbuf[i] = (char)(i * 7 + 1);
     ucx_open(&u);
     int oob = raw_oob_connect(&o);
     ucx_connect_peer(&u, oob);
-    double bw = ucx_bandwidth(&u, &o, oob, buf);
+    double bw = ucx_bandwidth(&u, &o, oob, sbuf, rbuf);
     double lat = o.lat_iters > 0 ? ucx_pingpong(&u, &o, oob) : 0;
     raw_report("UCX", &o, bw, lat);
     ucx_close(&u, oob);
     close(oob);
-    free(buf);
+    free(sbuf);
+    free(rbuf);
     return 0;
 }

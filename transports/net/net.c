@@ -40,10 +40,13 @@
 
 /* ---- providers -------------------------------------------------------------------------- */
 
-/* Default order: an external plugin the user named, then TCP. OFI and UCX come after it
- * (used when named) until their speed here is measured against it. */
-static const braid_net_ops_t *net_builtin[] = { &braid_net_socket, &braid_net_ofi,
-                                                &braid_net_ucx };
+/* Unnamed, an external plugin the user named, else the first of these that initialises.
+ * UCX and libfabric use a real fabric where there is one; over plain Ethernet (two network
+ * namespaces, docs/PERFORMANCE.md) UCX's tcp had the lowest times from 8 B to 128 KiB
+ * (7 us at 8 B; libfabric's tcp;ofi_rxm 10, sockets 11) and all three were within the
+ * noise of each other from 256 KiB up. */
+static const braid_net_ops_t *net_builtin[] = { &braid_net_ucx, &braid_net_ofi,
+                                                &braid_net_socket };
 #define NET_NBUILTIN (sizeof(net_builtin) / sizeof(net_builtin[0]))
 
 static braid_status_t net_init_named(const braid_net_ops_t *p, const char *how)
@@ -63,7 +66,7 @@ static braid_status_t net_pick(const braid_comm_t *comm, const braid_net_ops_t *
     const char *want = comm->config.net_name[0] ? comm->config.net_name
                                                 : braid_param_str(BRAID_P_NET);
     const char *how = comm->config.net_name[0] ? "netName" : "NCCL_NET";
-    if (plugin == NULL && braid_param_str(BRAID_P_NET_PLUGIN)[0] != '\0')
+    if (plugin == NULL && braid_net_plugin_named())
         return BRAID_ERR_INVALID;   /* the plugin's error is recorded */
     if (want[0] != '\0') {
         if (plugin != NULL && strcasecmp(want, plugin->name) == 0) {
