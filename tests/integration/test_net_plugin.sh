@@ -128,6 +128,17 @@ if all_pass "NCCL_NET_PLUGIN=braidtest (libnccl-net-braidtest.so), NCCL_NET=BRAI
         "connected to the ranks of other hosts over BraidTest \(BraidTest plugin v10\)"
 fi
 
+# "none" asks for no plugin, as in NCCL: the built-in provider named by NCCL_NET carries it.
+job NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET
+if [ "$STATUS" != " 0 0 0 0" ]; then
+    job_fail "NCCL_NET_PLUGIN=none: not every rank passed"
+elif grep -q "loaded the net plugin" "$TMP"/r*.log; then
+    job_fail "NCCL_NET_PLUGIN=none: a plugin was loaded"
+else
+    expect_in "NCCL_NET_PLUGIN=none: no plugin, the socket provider" "$TMP/r0.log" \
+        "connected to the ranks of other hosts over Socket"
+fi
+
 # ---- older tables: the plugin built without its newer ones ----
 
 CC_=$(command -v "${CC:-cc}" || command -v gcc)

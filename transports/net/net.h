@@ -87,8 +87,10 @@ extern const braid_net_ops_t braid_net_socket;
 extern const braid_net_ops_t braid_net_ofi;       /* BRAID_ERR_UNSUPPORTED at init when built
                                                    * without libfabric */
 extern const braid_net_ops_t braid_net_ucx;       /* same, without UCX */
+/* Does NCCL_NET_PLUGIN name a plugin (set, and not "none", which asks for none)? */
+int braid_net_plugin_named(void);
 /* The provider of the NCCL net plugin NCCL_NET_PLUGIN names (transports/net/plugin), loaded
- * once; NULL when unset, or when it cannot be loaded (the error is recorded). */
+ * once; NULL when none is named, or when it cannot be loaded (the error is recorded). */
 const braid_net_ops_t *braid_net_plugin_load(void);
 
 /* ---- the communicator's side (transports/net/net.c) ---------------------------------- */

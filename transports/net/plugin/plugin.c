@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/log.h"
 #include "core/param.h"
@@ -690,9 +691,15 @@ static void plug_load_once(void)
                "(ncclNetPlugin_v%d) from %s", plug_g.ops.name, plug_g.v, plug_g.path);
 }
 
+int braid_net_plugin_named(void)
+{
+    const char *value = braid_param_str(BRAID_P_NET_PLUGIN);
+    return value[0] != '\0' && strcasecmp(value, "none") != 0;
+}
+
 const braid_net_ops_t *braid_net_plugin_load(void)
 {
-    if (braid_param_str(BRAID_P_NET_PLUGIN)[0] == '\0')
+    if (!braid_net_plugin_named())
         return NULL;
     pthread_once(&plug_g.once, plug_load_once);
     if (plug_g.load_st != BRAID_OK) {
