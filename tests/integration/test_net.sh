@@ -3,9 +3,10 @@
 # bridge that lives in a namespace of its own, addresses in 10.77.0.0/24 only inside them,
 # NCCL_HOSTID giving each namespace its own host identity (UCX_TLS=tcp keeps UCX on the
 # network). For each provider (Socket, OFI, UCX) it runs coll_check (every collective, type
-# and op, in and out of place, exact checks) over several layouts of ranks on hosts; then
-# the fault tests: a host's ranks killed mid-collective, and a host's link taken down, must
-# end in ncclRemoteError naming the lost ranks on the others, within seconds.
+# and op, in and out of place, exact checks) over several layouts of ranks on hosts; with
+# NCCL_NET unset, that every rank picks the default provider; then the fault tests: a
+# host's ranks killed mid-collective, and a host's link taken down, must end in
+# ncclRemoteError naming the lost ranks on the others, within seconds.
 # The namespaces are removed on exit, also when a check fails or the script is killed.
 #
 # Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2: else it is skipped (77).

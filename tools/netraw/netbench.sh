@@ -82,13 +82,18 @@ done
 
 echo
 echo "# best of $reps; GB/s; raw: 4 MiB tagged sends, 8 in flight; all-reduce: 64 MiB busbw"
-printf "%-8s %10s %10s %12s %10s %10s %10s %10s\n" provider raw-1way raw-2way all-reduce \
-    vs-1way vs-2way "raw 8B us" "ar 8B us"
+pct() { # pct A B: A as a percentage of B, "-" when either is missing
+    if [ -n "$1" ] && [ -n "$2" ]; then
+        awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", 100 * a / b }'
+    else
+        echo -
+    fi
+}
+row="%-8s %10s %10s %12s %10s %10s %10s %10s\n"
+printf "$row" provider raw-1way raw-2way all-reduce vs-1way vs-2way "raw 8B us" "ar 8B us"
 for p in $providers; do
     t=$(echo "$p" | tr 'A-Z' 'a-z')
-    o=${one[$t]:-} b=${both[$t]:-}
-    printf "%-8s %10s %10s %12s %10s %10s %10s %10s\n" "$p" "${o:--}" "${b:--}" "${ar[$p]:--}" \
-        "$([ -n "$o" ] && awk -v a="${ar[$p]}" -v r="$o" 'BEGIN { printf "%.0f%%", 100 * a / r }' || echo -)" \
-        "$([ -n "$b" ] && awk -v a="${ar[$p]}" -v r="$b" 'BEGIN { printf "%.0f%%", 100 * a / r }' || echo -)" \
+    o=${one[$t]:-} b=${both[$t]:-} a=${ar[$p]:-}
+    printf "$row" "$p" "${o:--}" "${b:--}" "${a:--}" "$(pct "$a" "$o")" "$(pct "$a" "$b")" \
         "${lat[$t]:--}" "${ar8[$p]:--}"
 done

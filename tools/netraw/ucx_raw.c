@@ -2,8 +2,9 @@
  * braid-ucx-raw: UCX alone, point to point. The two processes swap worker addresses over
  * the out-of-band socket (raw_common.h) and connect endpoints to them; the client tag-sends
  * -n messages of -s bytes with -W in flight (after -w warm-ups) and the server receives
- * them (-B: both do both at once); then an 8-byte tagged ping-pong of -l round trips. UCX_* variables apply as UCX
- * reads them (UCX_TLS=tcp for the numbers in docs/PERFORMANCE.md).
+ * them (-B: both do both at once); then an 8-byte tagged ping-pong of -l round trips.
+ * UCX_* variables apply as UCX reads them (UCX_TLS=tcp for the numbers in
+ * docs/PERFORMANCE.md).
  */
 #include <ucp/api/ucp.h>
 
