@@ -418,9 +418,14 @@ braid_status_t braid_exec_run(braid_op_t **ops, int nops)
         if (moved) {
             idle = 0;
         } else {
+            /* Drive is per communicator: a group's ops of one comm sit together, drive once. */
+            void *driven = NULL;
             for (int i = 0; i < nops; i++)
-                if (!ops[i]->done && ops[i]->hooks != NULL && ops[i]->hooks->drive != NULL)
+                if (!ops[i]->done && ops[i]->hooks != NULL && ops[i]->hooks->drive != NULL &&
+                    ops[i]->hook_ctx != driven) {
                     ops[i]->hooks->drive(ops[i]->hook_ctx);
+                    driven = ops[i]->hook_ctx;
+                }
             backoff(idle++, oversub);
         }
         /* The clock is read every 64 moves or 16 idle passes, not on every pass: a small
