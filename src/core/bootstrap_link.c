@@ -165,6 +165,14 @@ braid_status_t braid_bootstrap_peer_err(const braid_bootstrap_t *bs, braid_statu
         return braid_err(st, "bootstrap: %s did not respond within %d s during %s: it is hung, "
                          "or has not reached this step", who, bs->timeout_s, what);
     case BRAID_ERR_REMOTE:
+        if (err == EHOSTUNREACH || err == ENETUNREACH) {
+            char where[BRAID_SOCKADDR_STRLEN];
+            braid_sockaddr_str(&bs->recs[peer].addr, where, sizeof(where));
+            return braid_err(st, "bootstrap: rank %d cannot reach %s at %s during %s (%s): "
+                             "its address is not reachable from this host (check "
+                             "NCCL_SOCKET_IFNAME on its host)", bs->rank, who, where, what,
+                             strerror(err));
+        }
         return braid_err(st, "bootstrap: %s closed the connection during %s: it has probably "
                          "exited%s%s%s", who, what, err ? " (" : "", err ? strerror(err) : "",
                          err ? ")" : "");

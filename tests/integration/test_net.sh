@@ -11,7 +11,7 @@
 #
 # Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2: else it is skipped (77).
 # Environment: BRAID_BUILD_DIR (set by make check), BRAID_TEST_QUICK=1 (fewer layouts),
-# NET_PROVIDERS (default "Socket OFI UCX").
+# NET_PROVIDERS (default "Socket OFI UCX"), NET_TESTS (default "coll default stray unreachable fault").
 
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -43,13 +43,15 @@ fi
 export BRAID_TIMEOUT=60 BRAID_BOOTSTRAP_TIMEOUT=30 BRAID_NET_LOST_S=3 UCX_TLS=tcp
 export NCCL_SOCKET_IFNAME==eth0
 FAILS=0
+HOST_ENV=()
 fail() {
     echo "FAIL: $1"
     FAILS=$((FAILS + 1))
 }
 
 # start_job LAYOUT PROVIDER CMD...: one rank per entry of "ranks per host", in the host's
-# namespace; pids in JOB_PIDS, rank r's output in $TMP/r<r>.log.
+# namespace (with the environment words of HOST_ENV[host] if set); pids in JOB_PIDS, rank
+# r's output in $TMP/r<r>.log.
 start_job() {
     local layout=$1 prov=$2
     shift 2
@@ -59,9 +61,12 @@ start_job() {
     JOB_HOST=()
     for k in $layout; do
         for ((j = 0; j < k; j++)); do
-            ip netns exec "$tag-h$h" env RANK=$r WORLD_SIZE=$n NCCL_HOSTID="host$h" \
-                NCCL_COMM_ID="10.77.0.10:$port" NCCL_NET="$prov" \
-                timeout -s KILL 240 "$@" >"$TMP/r$r.log" 2>&1 &
+            # a subshell of its own, so that the notice of a rank the fault tests kill goes
+            # to the rank's log, not to ours
+            # shellcheck disable=SC2086 # HOST_ENV[h]: extra VAR=value words for host h
+            (ip netns exec "$tag-h$h" env RANK=$r WORLD_SIZE=$n NCCL_HOSTID="host$h" \
+                ${HOST_ENV[$h]:-} NCCL_COMM_ID="10.77.0.10:$port" NCCL_NET="$prov" \
+                timeout -s KILL 240 "$@"; exit) >"$TMP/r$r.log" 2>&1 &
             JOB_PIDS+=($!)
             JOB_HOST+=($h)
             r=$((r + 1))
@@ -97,38 +102,45 @@ else
     layouts=("1 1" "2 2" "3 1" "1 2 1" "1 1 1 1")
 fi
 providers=${NET_PROVIDERS:-Socket OFI UCX}
+want_test() {
+    [[ " ${NET_TESTS:-coll default stray unreachable fault} " == *" $1 "* ]]
+}
 t_begin=$SECONDS
 
-for prov in $providers; do
-    for layout in "${layouts[@]}"; do
-        rm -f "$TMP"/r*.log
-        t0=$SECONDS
-        start_job "$layout" "$prov" "$check" -q
-        if wait_job; then
-            echo "ok: $prov, ranks per host $layout: coll_check passed ($((SECONDS - t0)) s)"
-        else
-            fail "$prov, ranks per host $layout: ranks ${JOB_FAILED[*]} failed"
-            show_logs
-        fi
+if want_test coll; then
+    for prov in $providers; do
+        for layout in "${layouts[@]}"; do
+            rm -f "$TMP"/r*.log
+            t0=$SECONDS
+            start_job "$layout" "$prov" "$check" -q
+            if wait_job; then
+                echo "ok: $prov, ranks per host $layout: coll_check passed ($((SECONDS - t0)) s)"
+            else
+                fail "$prov, ranks per host $layout: ranks ${JOB_FAILED[*]} failed"
+                show_logs
+            fi
+        done
     done
-done
+fi
 
 # NCCL_NET unset: the first provider of UCX, OFI, Socket that is built (the raw tools are
 # built exactly when UCX and OFI are), the same on every rank.
-want=Socket
-[ -x "$build/braid-ofi-raw" ] && want=OFI
-[ -x "$build/braid-ucx-raw" ] && want=UCX
-rm -f "$TMP"/r*.log
-NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET start_job "1 1" "" "$perf" -b 1M -e 1M -n 2 -w 1
-if ! wait_job; then
-    fail "NCCL_NET unset: ranks ${JOB_FAILED[*]} failed"
-    show_logs
-elif [ "$(grep -l "connected to the ranks of other hosts over $want " "$TMP"/r*.log |
-          wc -l)" != 2 ]; then
-    fail "NCCL_NET unset: the ranks did not both pick $want"
-    show_logs
-else
-    echo "ok: NCCL_NET unset: both ranks use $want"
+if want_test default; then
+    want=Socket
+    [ -x "$build/braid-ofi-raw" ] && want=OFI
+    [ -x "$build/braid-ucx-raw" ] && want=UCX
+    rm -f "$TMP"/r*.log
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET start_job "1 1" "" "$perf" -b 1M -e 1M -n 2 -w 1
+    if ! wait_job; then
+        fail "NCCL_NET unset: ranks ${JOB_FAILED[*]} failed"
+        show_logs
+    elif [ "$(grep -l "connected to the ranks of other hosts over $want " "$TMP"/r*.log |
+              wc -l)" != 2 ]; then
+        fail "NCCL_NET unset: the ranks did not both pick $want"
+        show_logs
+    else
+        echo "ok: NCCL_NET unset: both ranks use $want"
+    fi
 fi
 
 # A long all-reduce loop on hosts 0 and 1 (K ranks each); `what` happens to host 1 after
@@ -179,10 +191,181 @@ fault() {
     fi
 }
 
-for prov in $providers; do
-    fault "$prov" kill 2
-    fault "$prov" linkdown 2
-done
+# le N BYTES / pad STRING BYTES: a little-endian integer, a zero-padded string (for hello_bin)
+le() {
+    local i
+    for ((i = 0; i < $2; i++)); do
+        printf "\\x$(printf %02x $((($1 >> (8 * i)) & 255)))"
+    done
+}
+pad() {
+    printf %s "$1"
+    head -c $(($2 - ${#1})) /dev/zero
+}
+
+# hello_bin NONCE BRAID_VERSION: a braid handshake from rank 1 to rank 0 as the Socket
+# provider frames it: an 8-byte length, then net_hello_t (transports/net/net.c, 248 bytes:
+# magic, job nonce, from, to, braid's version, the provider's name and version).
+hello_bin() {
+    le 248 8
+    le 0x627261696468656c 8
+    le "$1" 8
+    le 1 4
+    le 0 4
+    pad "$2" 32
+    pad Socket 32
+    pad "forged by test_net.sh" 160
+}
+
+# spray KIND: until rank 0 exits, connect from host 3 to every port that host 0 listens on,
+# once each; KIND junk: connect and close, an HTTP request, 400 zero bytes; job: a braid
+# handshake with another job's nonce; version: this job's nonce, another braid's version.
+spray() {
+    local kind=$1 seen=" " nonce= p
+    while kill -0 "${JOB_PIDS[0]}" 2>/dev/null; do
+        if [ "$kind" != junk ] && [ -z "$nonce" ]; then
+            nonce=$(grep -Eom1 "rank 0 of 2 joined \(nonce [0-9a-f]+" "$TMP/r0.log" |
+                    grep -Eo "[0-9a-f]+$")
+            [ -n "$nonce" ] || { sleep 0.02; continue; }
+            case $kind in
+            job) hello_bin $((16#$nonce ^ 1)) 0.0.0-forged >"$TMP/hello.bin" ;;
+            version) hello_bin $((16#$nonce)) 0.0.0-forged >"$TMP/hello.bin" ;;
+            esac
+        fi
+        for p in $(ip netns exec "$tag-h0" ss -Hltn | awk '{ sub(/.*:/, "", $4); print $4 }'); do
+            case $seen in *" $p "*) continue ;; esac
+            seen="$seen$p "
+            if [ "$kind" = junk ]; then
+                ip netns exec "$tag-h3" bash -c "exec 3<>/dev/tcp/10.77.0.10/$p" 2>/dev/null
+                ip netns exec "$tag-h3" bash -c "exec 3<>/dev/tcp/10.77.0.10/$p &&
+                    printf 'GET / HTTP/1.0\r\n\r\n' >&3 && sleep 0.1" 2>/dev/null
+                ip netns exec "$tag-h3" bash -c "exec 3<>/dev/tcp/10.77.0.10/$p &&
+                    head -c 400 /dev/zero >&3 && sleep 0.1" 2>/dev/null
+            else
+                ip netns exec "$tag-h3" bash -c "exec 3<>/dev/tcp/10.77.0.10/$p &&
+                    cat '$TMP/hello.bin' >&3 && sleep 0.1" 2>/dev/null
+            fi
+        done
+        sleep 0.02
+    done
+}
+
+# Strays: while host 0's rank sets up, a process on host 3 that is not of this job connects
+# to every port host 0 listens on (spray). Host 1's link is slowed to 16 kbit/s (tbf) so
+# that the setup lasts seconds. KIND junk and job must leave the job working (with Socket,
+# rank 0 must say what it refused: over OFI libfabric takes the junk itself); KIND version
+# must fail both ranks within 20 s, rank 0 naming the other version, rank 1 naming rank 0. Not over UCX: UCX 1.13 aborts the
+# process on bytes that are not its own (README, known limits).
+stray() {
+    local prov=$1 kind=$2 ok=1 want
+    rm -f "$TMP"/r*.log
+    if ! ip netns exec "$tag-h1" tc qdisc add dev eth0 root tbf rate 16kbit burst 1600 \
+            latency 10s 2>"$TMP/tc.err"; then
+        fail "$prov, stray $kind: cannot slow host 1's link: $(head -n 1 "$TMP/tc.err")"
+        return
+    fi
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=BOOTSTRAP start_job "1 1" "$prov" "$perf" -b 8 -e 8 \
+        -n 5 -w 1
+    local t0=$SECONDS
+    spray "$kind"
+    wait_job
+    ip netns exec "$tag-h1" tc qdisc del dev eth0 root
+    case $kind in
+    junk) want="refused a connection that is not a braid handshake" ;;
+    job) want="refused a connection from rank 1 of another job" ;;
+    version) want="rank 1 \(.*\) runs braid 0.0.0-forged over Socket" ;;
+    esac
+    if [ "$kind" = version ]; then
+        [ "${#JOB_FAILED[@]}" = 2 ] || { fail "$prov, stray version: a rank succeeded"; ok=0; }
+        # in its init, or in its first call if rank 0 had sent all it needed before failing
+        grep -Eq "failed: .*rank 0 " "$TMP/r1.log" ||
+            { fail "$prov, stray version: rank 1's error does not name rank 0"; ok=0; }
+        [ $((SECONDS - t0)) -le 20 ] ||
+            { fail "$prov, stray version: took $((SECONDS - t0)) s to fail"; ok=0; }
+    elif [ "${#JOB_FAILED[@]}" != 0 ]; then
+        fail "$prov, stray $kind: ranks ${JOB_FAILED[*]} failed"
+        ok=0
+    fi
+    if [ "$prov" = Socket ] && ! grep -Eq "$want" "$TMP/r0.log"; then
+        fail "$prov, stray $kind: rank 0 does not say: $want"
+        ok=0
+    fi
+    if [ "$kind" = junk ] && [ "$prov" = Socket ] &&
+            ! grep -q "dropped a connection that failed before its handshake" "$TMP/r0.log"; then
+        fail "$prov, stray junk: rank 0 does not say it dropped a broken connection"
+        ok=0
+    fi
+    if [ "$ok" = 1 ]; then
+        echo "ok: $prov, stray $kind on host 0's ports: handled in $((SECONDS - t0)) s"
+    else
+        show_logs
+    fi
+}
+
+if want_test stray; then
+    for prov in $providers; do
+        case $prov in Socket | OFI) stray "$prov" junk ;; esac
+    done
+    if [[ " $providers " == *" Socket "* ]]; then
+        stray Socket job
+        stray Socket version
+    fi
+fi
+
+# A rank whose address cannot be reached: NCCL_SOCKET_IFNAME puts host 0's rank on a link
+# that leads nowhere (10.77.0.200 on a veth pair inside host 0, whose ARP answers only on
+# the link that has the address). Host 1's rank must fail at once naming rank 0 as
+# unreachable, and rank 0 within BRAID_BOOTSTRAP_TIMEOUT naming rank 1.
+unreachable() {
+    local h0=$tag-h0 ok=1
+    rm -f "$TMP"/r*.log
+    if ! { ip -n "$h0" link add x0 type veth peer name x1 &&
+           ip -n "$h0" addr add 10.77.0.200/32 dev x0 && ip -n "$h0" link set x0 up &&
+           ip -n "$h0" link set x1 up &&
+           ip netns exec "$h0" sysctl -qw net.ipv4.conf.all.arp_ignore=1; } 2>"$TMP/ip.err"; then
+        fail "unreachable: cannot make the dead-end link: $(head -n 1 "$TMP/ip.err")"
+        return
+    fi
+    local t0=$SECONDS
+    HOST_ENV=("NCCL_SOCKET_IFNAME==x0")
+    BRAID_BOOTSTRAP_TIMEOUT=10 start_job "1 1" Socket "$perf" -b 8 -e 8 -n 2 -w 1
+    HOST_ENV=()
+    wait_job
+    local took=$((SECONDS - t0))
+    ip -n "$h0" link del x0
+    ip netns exec "$h0" sysctl -qw net.ipv4.conf.all.arp_ignore=0
+    if [ "${#JOB_FAILED[@]}" != 2 ]; then
+        fail "unreachable: ranks ${JOB_FAILED[*]} failed, not both"
+        ok=0
+    fi
+    if ! grep -q "failed: .*cannot reach rank 0 .* at 10.77.0.200:" "$TMP/r1.log"; then
+        fail "unreachable: rank 1 does not say that it cannot reach rank 0 at its address"
+        ok=0
+    fi
+    if ! grep -q "failed: .*rank 1 " "$TMP/r0.log"; then
+        fail "unreachable: rank 0's error does not name rank 1"
+        ok=0
+    fi
+    if [ "$took" -gt 20 ]; then
+        fail "unreachable: the ranks took $took s to fail"
+        ok=0
+    fi
+    if [ "$ok" = 1 ]; then
+        echo "ok: an unreachable rank: both failed within $took s: $(grep -o "cannot reach rank 0 .* at [0-9.:]*" \
+              "$TMP/r1.log" | head -n 1)"
+    else
+        show_logs
+    fi
+}
+
+want_test unreachable && unreachable
+
+if want_test fault; then
+    for prov in $providers; do
+        fault "$prov" kill 2
+        fault "$prov" linkdown 2
+    done
+fi
 
 echo "test_net.sh: $((SECONDS - t_begin)) s"
 if [ "$FAILS" -ne 0 ]; then

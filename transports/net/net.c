@@ -632,6 +632,8 @@ typedef struct net_connecting {
     int nrecvs, cap_recvs;
     void **send_comms, **recv_comms;   /* [nranks]: done */
     int want, have;             /* connections to finish, finished */
+    int dropped;                /* accepted connections that failed before their hello */
+    char dropped_why[256];      /* the last one's error */
 } net_connecting_t;
 
 static braid_status_t connecting_accept(braid_comm_t *comm, net_connecting_t *k)
@@ -685,9 +687,14 @@ static braid_status_t connecting_pass(braid_comm_t *comm, net_connecting_t *k)
         if (st == BRAID_OK && !done)
             continue;
         if (st == BRAID_OK)
-            st = hello_judge(comm, &p->hello, got, k->recv_comms, &take);
-        if (st < 0)
-            return st;
+            BRAID_CHECK(hello_judge(comm, &p->hello, got, k->recv_comms, &take));
+        else {  /* it broke before saying who it is: a port scan or a stray, which must not
+                 * fail the job; if it was a peer's, the timeout below tells why */
+            snprintf(k->dropped_why, sizeof(k->dropped_why), "%s", braid_err_last());
+            k->dropped++;
+            BRAID_WARN("net: rank %d dropped a connection that failed before its handshake: "
+                       "%s", comm->rank, k->dropped_why);
+        }
         if (take) {
             k->recv_comms[p->hello.from] = p->pcomm;
             k->have++;
@@ -723,17 +730,24 @@ static braid_status_t net_connect_all(braid_comm_t *comm, const net_card_t *card
         k->sends[r].peer = r;
         k->sends[r].is_send = 1;
         hello_fill(comm, r, &k->sends[r].hello);
-        BRAID_CHECK(prov->connect(0, cards[r].handle, &k->sends[r].pcomm));
+        if (prov->connect(0, cards[r].handle, &k->sends[r].pcomm) != BRAID_OK)
+            return braid_err(BRAID_ERR_REMOTE, "net %s: rank %d cannot connect to rank %d "
+                             "(%s): %s", prov->name, comm->rank, r, comm->peers[r].hostname,
+                             braid_err_last());
     }
     while (k->have < k->want) {
         BRAID_CHECK(connecting_pass(comm, k));
         if (braid_time_ns() > deadline) {
             char missing[512];
             connecting_missing(comm, k, missing, sizeof(missing));
+            char dropped[400] = "";
+            if (k->dropped > 0)
+                snprintf(dropped, sizeof(dropped), "; %d connections failed before their "
+                         "handshake, the last with: %s", k->dropped, k->dropped_why);
             return braid_err(BRAID_ERR_TIMEOUT, "net %s: rank %d could not connect with ranks "
-                             "%s within %lld s (BRAID_BOOTSTRAP_TIMEOUT)", prov->name,
+                             "%s within %lld s (BRAID_BOOTSTRAP_TIMEOUT)%s", prov->name,
                              comm->rank, missing,
-                             (long long)braid_param_int(BRAID_P_BOOTSTRAP_TIMEOUT));
+                             (long long)braid_param_int(BRAID_P_BOOTSTRAP_TIMEOUT), dropped);
         }
         if (k->have < k->want)
             net_pause();

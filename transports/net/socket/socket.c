@@ -138,7 +138,8 @@ static braid_status_t sock_connect(int dev, const void *handle, void **send_p)
     if (h.magic != SOCK_HANDLE_MAGIC || !braid_sockaddr_valid(&h.addr))
         return braid_err(BRAID_ERR_INVALID, "net socket: the peer's handle is not a socket "
                          "provider's (is NCCL_NET the same on every rank?)");
-    braid_status_t st = braid_socket_connect(&h.addr, 1,
+    /* no retry when refused: the listener was open before its handle was handed out */
+    braid_status_t st = braid_socket_connect(&h.addr, 0,
                                              braid_deadline_after_s(SOCK_CONNECT_TIMEOUT_S), -1,
                                              &fd);
     if (st != BRAID_OK)
