@@ -149,6 +149,7 @@ static void peer_info_fill(braid_peer_info_t *me, int cudev)
     me->cudev = cudev;
     me->slot_size = (uint64_t)braid_param_int(BRAID_P_SHM_SLOT_SIZE);
     me->nslots = (uint32_t)braid_param_int(BRAID_P_SHM_NSLOTS);
+    me->numa = braid_numa_self();
     snprintf(me->hostname, sizeof(me->hostname), "%s", braid_host_name());
 }
 
@@ -186,22 +187,30 @@ static braid_status_t comm_tables(braid_comm_t *comm)
     if (!comm->peers || !comm->send_conns || !comm->recv_conns || !comm->p2p_send_seq ||
         !comm->p2p_recv_seq || !comm->pid_visible)
         return braid_err(BRAID_ERR_NOMEM, "out of memory for the tables of %d ranks", n);
-    for (int r = 0; r < n; r++) {
+    uint64_t *ids = malloc((size_t)n * sizeof(*ids));
+    int *numa = malloc((size_t)n * sizeof(*numa));
+    braid_status_t st = ids && numa ? BRAID_OK
+                                    : braid_err(BRAID_ERR_NOMEM, "out of memory for %d ranks", n);
+    for (int r = 0; r < n && st == BRAID_OK; r++) {
         memcpy(&comm->peers[r], braid_bootstrap_info(comm->bs, r), sizeof(braid_peer_info_t));
         /* a peer in another pid namespace cannot be watched through /proc */
         comm->pid_visible[r] = braid_proc_alive(comm->peers[r].pid, comm->peers[r].starttime) ==
                                BRAID_PROC_ALIVE;
+        ids[r] = comm->peers[r].host_id;
+        numa[r] = comm->peers[r].numa;
     }
-    return BRAID_OK;
+    if (st == BRAID_OK)
+        st = braid_topo_build(&comm->topo, n, ids, numa);
+    free(ids);
+    free(numa);
+    return st;
 }
 
 /* More ranks of this communicator on this host than cores this process may run on? */
 static int comm_oversubscribed(const braid_comm_t *comm)
 {
     cpu_set_t set;
-    int local = 0, cpus = 0;
-    for (int r = 0; r < comm->nranks; r++)
-        local += comm->peers[r].host_id == comm->peers[comm->rank].host_id;
+    int local = braid_topo_nlocal(&comm->topo, comm->topo.host_of[comm->rank]), cpus = 0;
     if (sched_getaffinity(0, sizeof(set), &set) == 0)
         cpus = CPU_COUNT(&set);
     return cpus > 0 && local > cpus;

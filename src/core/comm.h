@@ -13,6 +13,7 @@
 #include "core/bootstrap.h"
 #include "core/exec.h"
 #include "core/status.h"
+#include "topo/topo.h"
 #include "transports/transport.h"
 
 #define BRAID_COMM_MAGIC 0x6272636du /* "brcm" */
@@ -35,7 +36,7 @@ typedef struct braid_peer_info {
     int32_t cudev;
     uint64_t slot_size;        /* shared-memory slot size and depth: rank 0's are used */
     uint32_t nslots;
-    uint32_t pad;
+    int32_t numa;              /* NUMA node it ran on at init, -1 unknown */
     char hostname[64];
 } braid_peer_info_t;
 
@@ -69,6 +70,7 @@ struct ncclComm {
     braid_comm_config_t config;
     braid_bootstrap_t *bs;
     braid_peer_info_t *peers;          /* [nranks] */
+    braid_topo_t topo;                 /* hosts, local ranks, link classes */
     braid_shm_t *shm;                  /* the ranks of this host */
     braid_net_t *net;                  /* the ranks of other hosts; NULL if none */
     braid_conn_t **send_conns;         /* [nranks] */

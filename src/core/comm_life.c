@@ -184,6 +184,7 @@ void braid_comm_free(braid_comm_t *comm, int abort)
     if (comm->bs != NULL)
         braid_bootstrap_destroy(comm->bs);
     free(comm->peers);
+    braid_topo_free(&comm->topo);
     free(comm->send_conns);
     free(comm->recv_conns);
     free(comm->p2p_send_seq);

@@ -468,7 +468,7 @@ typedef struct net_hello {
 
 static int net_remote(const braid_comm_t *comm, int r)
 {
-    return comm->peers[r].host_id != comm->peers[comm->rank].host_id;
+    return braid_topo_link(&comm->topo, comm->rank, r) == BRAID_LINK_NET;
 }
 
 static int net_any_remote(const braid_comm_t *comm)

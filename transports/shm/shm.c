@@ -462,9 +462,10 @@ braid_status_t braid_shm_setup(braid_comm_t *comm)
         return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d peers", comm->nranks);
     }
     comm->shm = shm;
+    const braid_topo_t *t = &comm->topo;
+    shm->nlocal = braid_topo_nlocal(t, t->host_of[comm->rank]);
     for (int r = 0; r < comm->nranks; r++)
-        shm->lidx[r] = comm->peers[r].host_id == comm->peers[comm->rank].host_id
-                           ? shm->nlocal++ : -1;
+        shm->lidx[r] = t->host_of[r] == t->host_of[comm->rank] ? t->local_rank[r] : -1;
     shm->nslots = comm->peers[0].nslots;
     shm->fifo_bytes = fifo_hdr_bytes(shm->nslots) + (size_t)shm->nslots * comm->slot_size;
     shm->seg_bytes = SHM_PAGE + (size_t)shm->nlocal * shm->fifo_bytes;
