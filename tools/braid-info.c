@@ -54,6 +54,16 @@ static void info_build_print(FILE *out)
     fprintf(out, "host kernels: %s\n", braid_kern_isa());
 }
 
+/* "  NICs on PCI: 2 (eth0 (PCI ...), ib0)" */
+static void info_devs_print(FILE *out, const char *what, int n,
+                            const char (*names)[BRAID_HW_NAMELEN])
+{
+    fprintf(out, "  %s on PCI: %d", what, n);
+    for (int i = 0; i < n && i < BRAID_HW_MAXDEV; i++)
+        fprintf(out, "%s%s", i ? ", " : " (", names[i]);
+    fprintf(out, "%s\n", n > 0 ? ")" : "");
+}
+
 static void info_topo_print(FILE *out)
 {
     braid_host_hw_t hw;
@@ -65,12 +75,8 @@ static void info_topo_print(FILE *out)
     fprintf(out, "  this host: %d packages, %d cores, %d PUs, %d NUMA nodes (%s); this "
             "process runs on NUMA node %d\n", hw.npackages, hw.ncores, hw.npus, hw.nnuma,
             hw.source, braid_numa_self());
-    fprintf(out, "  NICs: %d%s", hw.nnics, hw.nnics ? "" : " (on PCI)\n");
-    for (int i = 0; i < hw.nnics && i < BRAID_HW_MAXDEV; i++)
-        fprintf(out, "%s%s%s", i ? ", " : ": ", hw.nics[i], i + 1 == hw.nnics ? "\n" : "");
-    fprintf(out, "  GPUs: %d%s", hw.ngpus, hw.ngpus ? "" : "\n");
-    for (int i = 0; i < hw.ngpus && i < BRAID_HW_MAXDEV; i++)
-        fprintf(out, "%s%s%s", i ? ", " : ": ", hw.gpus[i], i + 1 == hw.ngpus ? "\n" : "");
+    info_devs_print(out, "NICs", hw.nnics, hw.nics);
+    info_devs_print(out, "GPUs", hw.ngpus, hw.gpus);
 }
 
 /* "3,1" -> a host id per rank; 0 with a message when the text is not such a list. */

@@ -55,11 +55,12 @@ int braid_numa_self(void);
 
 /* This host's hardware, for braid-info and the tuner. */
 #define BRAID_HW_MAXDEV 16
+#define BRAID_HW_NAMELEN 48
 typedef struct braid_host_hw {
     int npackages, ncores, npus, nnuma;
     int nnics, ngpus;   /* listed below up to BRAID_HW_MAXDEV each */
-    char nics[BRAID_HW_MAXDEV][48];    /* "eth0 (PCI 0000:3b:00.0)", "ib0" */
-    char gpus[BRAID_HW_MAXDEV][48];    /* "PCI 0000:65:00.0 vendor 10de" */
+    char nics[BRAID_HW_MAXDEV][BRAID_HW_NAMELEN];  /* "eth0 (PCI 0000:3b:00.0)", "ib0" */
+    char gpus[BRAID_HW_MAXDEV][BRAID_HW_NAMELEN];  /* "PCI 0000:65:00.0 NVIDIA 2330" */
     char source[48];    /* "hwloc API 2.8" */
 } braid_host_hw_t;
 

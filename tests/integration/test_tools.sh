@@ -226,6 +226,19 @@ run "braidrun -n 2 all_gather_perf -t 2" 0 "$BRAIDRUN" -n 2 "$PERF" -t 2 -b 1K -
         check_table "2 processes x 2 threads" 4 "2 0 1024 2048"
     else fail "braidrun -n 2 all_gather_perf -t 2: not 4 ranks"; fi
 
+# braid-info: this host's topology, a layout of ranks on hosts, a bad layout refused.
+if INFO=$(find_tool braid-info); then
+    run "braid-info -l 3,1" 0 "$INFO" -l 3,1 &&
+        expect_in "braid-info: this host's cores" "$TMP/out" "this host: [0-9]+ packages, [1-9][0-9]* cores" &&
+        expect_in "braid-info: the layout's hosts" "$TMP/out" "layout 3,1: 4 ranks on 2 hosts \\(uneven\\)" &&
+        expect_in "braid-info: rank 3 alone on host 1" "$TMP/out" "^  host 1: ranks 3\$" &&
+        expect_in "braid-info: rank 0 to 3 is a network link" "$TMP/out" "^    0 self host host  net\$"
+    run "braid-info -l 2,0" 2 "$INFO" -l 2,0 &&
+        expect_in "braid-info -l 2,0 says what a layout is" "$TMP/err" "give ranks per host"
+else
+    fail "braid-info is not built"
+fi
+
 if [ -n "$SHIM" ] && PERF=$(find_tool gather_perf); then
     TOOL=gather
     run "braidrun gather_perf -r 1 with a corrupted result" 1 "$BRAIDRUN" -n 2 \

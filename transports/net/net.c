@@ -686,9 +686,9 @@ static braid_status_t connecting_pass(braid_comm_t *comm, net_connecting_t *k)
         braid_status_t st = pending_step(prov, p, &done, &got);
         if (st == BRAID_OK && !done)
             continue;
-        if (st == BRAID_OK)
+        if (st == BRAID_OK) {
             BRAID_CHECK(hello_judge(comm, &p->hello, got, k->recv_comms, &take));
-        else {  /* it broke before saying who it is: a port scan or a stray, which must not
+        } else {  /* it broke before saying who it is: a port scan or a stray, which must not
                  * fail the job; if it was a peer's, the timeout below tells why */
             snprintf(k->dropped_why, sizeof(k->dropped_why), "%s", braid_err_last());
             k->dropped++;
