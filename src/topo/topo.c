@@ -88,6 +88,14 @@ int braid_numa_self(void)
 static braid_host_hw_t hw_cached;
 static braid_status_t hw_status;
 static pthread_once_t hw_once = PTHREAD_ONCE_INIT;
+/* Kept for the process's life: destroying the last topology unloads hwloc's PCI plugin,
+ * and with it what libpciaccess keeps, which LeakSanitizer then reports. Volatile: only
+ * written, the store would otherwise be dropped. */
+static hwloc_topology_t volatile hw_topo;
+
+/* hwloc components that would start a GPU runtime or a display connection in the
+ * application's process: braid finds GPUs by their PCI class instead. */
+static const char *const hw_skip[] = { "opencl", "gl", "cuda", "nvml", "rsmi", "levelzero" };
 
 static hwloc_obj_t hw_pci_of(hwloc_obj_t o)
 {
@@ -146,6 +154,9 @@ static void hw_discover(void)
         return;
     }
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    for (size_t i = 0; i < sizeof(hw_skip) / sizeof(hw_skip[0]); i++)
+        (void)hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+                                            hw_skip[i]);   /* absent ones are no error */
     if (hwloc_topology_load(topo) != 0) {
         hwloc_topology_destroy(topo);
         hw_status = braid_err(BRAID_ERR_SYSTEM, "topology: hwloc_topology_load failed");
@@ -157,7 +168,7 @@ static void hw_discover(void)
     hw->npus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
     hw->nnuma = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
     hw_devices(topo, hw);
-    hwloc_topology_destroy(topo);
+    hw_topo = topo;
     BRAID_INFO(BRAID_SUB_INIT, "topology (%s): %d packages, %d cores, %d PUs, %d NUMA nodes, "
                "%d NICs, %d GPUs", hw->source, hw->npackages, hw->ncores, hw->npus, hw->nnuma,
                hw->nnics, hw->ngpus);
