@@ -245,7 +245,6 @@ static braid_status_t nc_send_progress(net_conn_t *c)
     return BRAID_OK;
 }
 
-
 static braid_status_t nc_send_slot(braid_conn_t *bc, size_t len, void **ptr_p, size_t *cap_p)
 {
     net_conn_t *c = (net_conn_t *)bc;
@@ -473,10 +472,7 @@ static int net_remote(const braid_comm_t *comm, int r)
 
 static int net_any_remote(const braid_comm_t *comm)
 {
-    for (int r = 0; r < comm->nranks; r++)
-        if (net_remote(comm, r))
-            return 1;
-    return 0;
+    return comm->topo.nhosts > 1;
 }
 
 static void net_pause(void)

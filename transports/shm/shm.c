@@ -71,13 +71,24 @@ struct braid_shm {
     uint32_t nslots;
     shm_map_t *maps;        /* [nranks]: maps[rank] is our own segment; NULL bases for
                              * the ranks of other hosts */
-    int *lidx;              /* [nranks]: local index of each rank, -1 on other hosts */
-    int nlocal;
     braid_pull_t pull;      /* agreed: how ranks read each other's buffers */
     size_t pull_min;        /* agreed: from this many bytes, algorithms do */
 };
 
 _Static_assert(sizeof(shm_slot_hdr_t) == SHM_CL, "slot header is one cache line");
+
+/* Rank r's place among this host's ranks (its FIFO's place in every segment of the host),
+ * -1 when it is on another host. */
+static int shm_local(const braid_comm_t *comm, int r)
+{
+    const braid_topo_t *t = &comm->topo;
+    return t->host_of[r] == t->host_of[comm->rank] ? t->local_rank[r] : -1;
+}
+
+static int shm_nlocal(const braid_comm_t *comm)
+{
+    return braid_topo_nlocal(&comm->topo, comm->topo.host_of[comm->rank]);
+}
 _Static_assert(sizeof(braid_shm_ctrl_t) <= SHM_PAGE, "control block fits its page");
 
 static size_t align_up(size_t v, size_t a)
@@ -227,16 +238,17 @@ static void seg_unlink_peers(const braid_comm_t *comm)
         return;
     for (int r = 0; r < comm->nranks; r++) {
         seg_name(name, sizeof(name), comm, r);
-        if (r != comm->rank && comm->shm->lidx[r] >= 0 &&
+        if (r != comm->rank && shm_local(comm, r) >= 0 &&
             seg_path(path, sizeof(path), name) == BRAID_OK)
             unlink(path);
     }
 }
 
-static shm_fifo_t *seg_fifo(const braid_shm_t *shm, int owner, int sender)
+static shm_fifo_t *seg_fifo(const braid_comm_t *comm, int owner, int sender)
 {
+    const braid_shm_t *shm = comm->shm;
     return (shm_fifo_t *)((char *)shm->maps[owner].base + SHM_PAGE +
-                          (size_t)shm->lidx[sender] * shm->fifo_bytes);
+                          (size_t)shm_local(comm, sender) * shm->fifo_bytes);
 }
 
 static braid_status_t conn_make(braid_comm_t *comm, int owner, int sender, int peer,
@@ -249,7 +261,7 @@ static braid_status_t conn_make(braid_comm_t *comm, int owner, int sender, int p
     c->base.ops = &shm_ops;
     c->base.peer = peer;
     c->base.slot_size = comm->slot_size;
-    c->fifo = seg_fifo(shm, owner, sender);
+    c->fifo = seg_fifo(comm, owner, sender);
     c->hdrs = (shm_slot_hdr_t *)((char *)c->fifo + sizeof(shm_fifo_t));
     c->data = (char *)c->fifo + fifo_hdr_bytes(shm->nslots);
     c->nslots = shm->nslots;
@@ -370,7 +382,7 @@ static braid_status_t shm_cma_try(braid_comm_t *comm, int req)
 static braid_status_t shm_pull_agree(braid_comm_t *comm)
 {
     int n = comm->nranks, req = -1, off = -1, one = 1;
-    if (comm->shm->nlocal < n) {   /* every rank knows: no pulls across hosts */
+    if (shm_nlocal(comm) < n) {   /* every rank knows: no pulls across hosts */
         comm->shm->pull = BRAID_PULL_NONE;
         return braid_bootstrap_barrier(comm->bs);   /* still the "all mapped" barrier */
     }
@@ -427,7 +439,7 @@ static braid_status_t shm_map_peers(braid_comm_t *comm)
 {
     braid_shm_t *shm = comm->shm;
     for (int r = 0; r < comm->nranks; r++) {
-        if (r == comm->rank || shm->lidx[r] < 0)
+        if (r == comm->rank || shm_local(comm, r) < 0)
             continue;
         char name[96];
         seg_name(name, sizeof(name), comm, r);
@@ -442,7 +454,7 @@ static braid_status_t shm_map_peers(braid_comm_t *comm)
 static braid_status_t shm_make_conns(braid_comm_t *comm)
 {
     for (int p = 0; p < comm->nranks; p++) {
-        if (comm->shm->lidx[p] < 0)
+        if (shm_local(comm, p) < 0)
             continue;
         /* we send into p's segment, FIFO "from us"; we receive in ours, FIFO "from p" */
         BRAID_CHECK(conn_make(comm, p, comm->rank, p, &comm->send_conns[p]));
@@ -454,21 +466,14 @@ static braid_status_t shm_make_conns(braid_comm_t *comm)
 braid_status_t braid_shm_setup(braid_comm_t *comm)
 {
     braid_shm_t *shm = calloc(1, sizeof(*shm));
-    if (shm == NULL || (shm->maps = calloc((size_t)comm->nranks, sizeof(shm_map_t))) == NULL ||
-        (shm->lidx = calloc((size_t)comm->nranks, sizeof(int))) == NULL) {
-        if (shm != NULL)
-            free(shm->maps);
+    if (shm == NULL || (shm->maps = calloc((size_t)comm->nranks, sizeof(shm_map_t))) == NULL) {
         free(shm);
         return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d peers", comm->nranks);
     }
     comm->shm = shm;
-    const braid_topo_t *t = &comm->topo;
-    shm->nlocal = braid_topo_nlocal(t, t->host_of[comm->rank]);
-    for (int r = 0; r < comm->nranks; r++)
-        shm->lidx[r] = t->host_of[r] == t->host_of[comm->rank] ? t->local_rank[r] : -1;
     shm->nslots = comm->peers[0].nslots;
     shm->fifo_bytes = fifo_hdr_bytes(shm->nslots) + (size_t)shm->nslots * comm->slot_size;
-    shm->seg_bytes = SHM_PAGE + (size_t)shm->nlocal * shm->fifo_bytes;
+    shm->seg_bytes = SHM_PAGE + (size_t)shm_nlocal(comm) * shm->fifo_bytes;
     BRAID_CHECK(shm_create_own(comm));
     BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
     BRAID_CHECK(shm_map_peers(comm));
@@ -481,7 +486,7 @@ braid_status_t braid_shm_setup(braid_comm_t *comm)
     BRAID_CHECK(shm_make_conns(comm));
     BRAID_INFO(BRAID_SUB_SHM | BRAID_SUB_INIT,
                "shm: %d ranks, %u slots of %zu bytes per peer, %zu-byte segment; single copy "
-               "%s (from %zu bytes)", shm->nlocal, shm->nslots, comm->slot_size,
+               "%s (from %zu bytes)", shm_nlocal(comm), shm->nslots, comm->slot_size,
                shm->seg_bytes, shm->pull == BRAID_PULL_LOAD  ? "by loads"
                                : shm->pull == BRAID_PULL_CMA ? "by process_vm_readv"
                                                              : "off", shm->pull_min);
@@ -513,7 +518,6 @@ void braid_shm_teardown(braid_comm_t *comm, braid_comm_state_t state)
         if (shm->maps[r].base != NULL)
             munmap(shm->maps[r].base, shm->maps[r].len);
     free(shm->maps);
-    free(shm->lidx);
     free(shm);
     comm->shm = NULL;
 }
