@@ -55,7 +55,8 @@ fail() {
 start_job() {
     local layout=$1 prov=$2
     shift 2
-    local n=0 h=0 port=$((20000 + RANDOM % 20000)) r=0
+    # below Linux's ephemeral ports (32768 and up), which earlier jobs' connections hold
+    local n=0 h=0 port=$((20000 + RANDOM % 12000)) r=0
     for k in $layout; do n=$((n + k)); done
     JOB_PIDS=()
     JOB_HOST=()

@@ -47,7 +47,7 @@ export BRAID_BOOTSTRAP_TIMEOUT=30 BRAIDTEST_LOG="$TMP/braidtest.log"
 # exit statuses in STATUS (" s0 s1 s2 s3").
 job() {
     rand=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-    port=$((20000 + rand % 20000))
+    port=$((20000 + rand % 12000))
     rm -f "$TMP"/r*.log "$BRAIDTEST_LOG"
     PIDS=
     for r in 0 1 2 3; do

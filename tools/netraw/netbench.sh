@@ -32,7 +32,7 @@ best() { sort -g | tail -n 1; }
 
 # raw TOOL ARGS...: the server in h1, the client in h0; the client's report on stdout.
 raw() {
-    local tool=$build/braid-$1-raw port=$((20000 + RANDOM % 20000))
+    local tool=$build/braid-$1-raw port=$((20000 + RANDOM % 12000))
     shift
     ip netns exec "$h1" timeout 120 "$tool" -p "$port" "$@" >"$TMP/server" 2>&1 &
     local spid=$!
@@ -42,7 +42,7 @@ raw() {
 
 # perf PROVIDER: all_reduce_perf, rank 0 in h0 and rank 1 in h1; rank 0's table on stdout.
 perf() {
-    local port=$((20000 + RANDOM % 20000)) r
+    local port=$((20000 + RANDOM % 12000)) r
     for r in 1 0; do
         ip netns exec "$tag-h$r" env RANK=$r WORLD_SIZE=2 NCCL_HOSTID="host$r" \
             NCCL_COMM_ID="10.77.0.10:$port" NCCL_NET="$1" \
