@@ -1,34 +1,62 @@
 /*
- * The algorithm table and the selector.
+ * The algorithm table and the tuner's choice.
  *
- * The choice is a pure function of the call, so that every rank of a communicator picks the
- * same algorithm and their schedules match message for message: one-shot for small
- * all-reduces, two-shot (single copy) for large all-reduces, all-gathers and reduce-scatters
- * where the communicator agreed at init that ranks can read each other's memory, ring for
- * the others, chain for broadcast and reduce, direct for the rest. The
- * table is in preference order; an algorithm may decline a call (BRAID_ERR_UNSUPPORTED) and
- * the next one that offers the collective is tried.
+ * The choice is a pure function of the call and of what every rank agreed at init (the
+ * layout, the cost model, NCCL_ALGO), so that every rank of a communicator picks the same
+ * algorithm and their schedules match message for message: among the algorithms that
+ * NCCL_ALGO allows for the collective, the one whose cost function predicts the shortest
+ * time; ties go to the earlier in the table. An algorithm may decline a call (its cost
+ * function says BRAID_COST_NONE, its builder BRAID_ERR_UNSUPPORTED) and the next is tried.
  *
  * User arguments were checked by src/api/; what arrives here and makes no sense (an unknown
  * collective or datatype, a rank or root outside the communicator) is a braid bug.
  */
+#include "algorithms/model.h"
 #include "algorithms/sched.h"
+#include "algorithms/tune.h"
 
 extern const braid_algo_t braid_algo_oneshot;
 extern const braid_algo_t braid_algo_twoshot;
 extern const braid_algo_t braid_algo_ring;
 extern const braid_algo_t braid_algo_chain;
 extern const braid_algo_t braid_algo_direct;
+extern const braid_algo_t braid_algo_tree;
+extern const braid_algo_t braid_algo_rd;
+extern const braid_algo_t braid_algo_rabenseifner;
+extern const braid_algo_t braid_algo_bruck;
+extern const braid_algo_t braid_algo_binomial;
+extern const braid_algo_t braid_algo_hier;
 
-static const braid_algo_t *const algo_table[] = {
+const braid_algo_t *const braid_algos[] = {
+    &braid_algo_ring,
     &braid_algo_oneshot,
     &braid_algo_twoshot,
-    &braid_algo_ring,
+    &braid_algo_tree,
+    &braid_algo_rd,
+    &braid_algo_rabenseifner,
+    &braid_algo_hier,
+    &braid_algo_bruck,
     &braid_algo_chain,
+    &braid_algo_binomial,
     &braid_algo_direct,
 };
 
-#define ALGO_NUM ((int)(sizeof(algo_table) / sizeof(algo_table[0])))
+const int braid_nalgos = (int)(sizeof(braid_algos) / sizeof(braid_algos[0]));
+
+size_t braid_coll_bytes(const braid_coll_t *c)
+{
+    size_t b = c->count * braid_dtype_size(c->dtype);
+    switch (c->kind) {
+    case BRAID_COLL_ALLGATHER:
+    case BRAID_COLL_REDUCESCATTER:
+    case BRAID_COLL_ALLTOALL:
+    case BRAID_COLL_GATHER:
+    case BRAID_COLL_SCATTER:
+        return b * (size_t)c->nranks;
+    default:
+        return b;
+    }
+}
 
 static int algo_rooted(braid_coll_kind_t kind)
 {
@@ -56,6 +84,35 @@ static braid_status_t algo_coll_check(const braid_coll_t *c)
     return BRAID_OK;
 }
 
+int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
+                    int max)
+{
+    const braid_model_t *m = coll->tune != NULL ? &coll->tune->model : &braid_model_default;
+    uint32_t allow = coll->tune != NULL ? coll->tune->allow[coll->kind] : ~0u;
+    int n = 0;
+    for (int i = 0; i < braid_nalgos; i++) {
+        const braid_algo_t *a = braid_algos[i];
+        if (!(a->colls & (1u << coll->kind)) || !(allow & (1u << i)))
+            continue;
+        double c = a->cost(coll, m);
+        if (c < 0)
+            continue;
+        int j = n < max ? n++ : max;            /* insertion, stable for ties */
+        while (j > 0 && costs[j - 1] > c) {
+            if (j < max) {
+                algos[j] = algos[j - 1];
+                costs[j] = costs[j - 1];
+            }
+            j--;
+        }
+        if (j < max) {
+            algos[j] = a;
+            costs[j] = c;
+        }
+    }
+    return n;
+}
+
 /*
  * `s` need not be initialised: it is (re)initialised for each algorithm tried. On error it
  * is left empty (freed), so the caller has nothing to release.
@@ -63,24 +120,30 @@ static braid_status_t algo_coll_check(const braid_coll_t *c)
 braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
                                 const braid_algo_t **algo_p)
 {
+    const braid_algo_t *order[32];
+    double costs[32];
     size_t es = braid_dtype_size(coll->dtype);
     braid_sched_init(s, es);
     BRAID_CHECK(algo_coll_check(coll));
-    for (int i = 0; i < ALGO_NUM; i++) {
-        const braid_algo_t *a = algo_table[i];
-        if (!(a->colls & (1u << coll->kind)))
-            continue;
+    int n = braid_algo_rank(coll, order, costs, 32);
+    for (int i = 0; i < n; i++) {
         braid_sched_init(s, es);
-        braid_status_t st = a->build(coll, s);
+        braid_status_t st = order[i]->build(coll, s);
         if (st == BRAID_OK) {
             if (algo_p != NULL)
-                *algo_p = a;
+                *algo_p = order[i];
             return BRAID_OK;
         }
         braid_sched_free(s);
         if (st != BRAID_ERR_UNSUPPORTED)
             return st;
     }
+    if (coll->tune != NULL && coll->tune->algo_spec[0] != '\0')
+        return braid_err(BRAID_ERR_USAGE, "NCCL_ALGO=\"%s\" allows no algorithm that "
+                         "can run %s of %zu bytes on this communicator (%d ranks, %d host%s)",
+                         coll->tune->algo_spec, braid_coll_name(coll->kind),
+                         braid_coll_bytes(coll), coll->nranks, braid_coll_nhosts(coll),
+                         braid_coll_nhosts(coll) > 1 ? "s" : "");
     return braid_err(BRAID_ERR_INTERNAL, "no algorithm builds %s on %d ranks (count %zu, %s)",
                      braid_coll_name(coll->kind), coll->nranks, coll->count,
                      braid_dtype_name(coll->dtype));

@@ -13,6 +13,7 @@
  * root) works: the root's broadcast skips its local copy, the root's reduce reads and
  * writes the same offsets in its final step, which the kernels allow.
  */
+#include "algorithms/model.h"
 #include "algorithms/sched.h"
 
 /*
@@ -73,8 +74,23 @@ static braid_status_t chain_build(const braid_coll_t *coll, braid_sched_t *s)
     }
 }
 
+/* One buffer transfer over the slowest link, plus n-2 slices to fill the pipeline. */
+static double chain_cost(const braid_coll_t *c, const braid_model_t *m)
+{
+    int n = c->nranks;
+    double b = (double)braid_coll_bytes(c);
+    braid_link_t l = braid_coll_worst(c);
+    if (n == 1)
+        return m->step + b * m->beta[BRAID_LINK_SELF];
+    double fill = (n - 2) * braid_model_slice(m, b);
+    return (n - 1) * (m->alpha[l] + m->step) + (b + fill) * m->beta[l] +
+           (c->kind == BRAID_COLL_REDUCE ? b + fill : 0) * m->gamma;
+}
+
 const braid_algo_t braid_algo_chain = {
     .name = "chain",
+    .nccl = "ring",
     .colls = (1u << BRAID_COLL_BROADCAST) | (1u << BRAID_COLL_REDUCE),
     .build = chain_build,
+    .cost = chain_cost,
 };

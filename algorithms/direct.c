@@ -17,6 +17,7 @@
  * its destination frees by a receive at an earlier position (a FIFO holds >= 2 slots), so
  * the waits never form a cycle.
  */
+#include "algorithms/model.h"
 #include "algorithms/sched.h"
 
 /*
@@ -176,10 +177,32 @@ static braid_status_t direct_build(const braid_coll_t *coll, braid_sched_t *s)
     }
 }
 
+/* Every block in one hop: the root (gather, scatter) or every rank (all-to-all) moves n-1
+ * blocks through its links; a host's ranks share its NIC in an all-to-all. */
+static double direct_cost(const braid_coll_t *c, const braid_model_t *m)
+{
+    int n = c->nranks;
+    double blk = (double)c->count * (double)braid_dtype_size(c->dtype);
+    braid_link_t l = braid_coll_worst(c);
+    switch (c->kind) {
+    case BRAID_COLL_SEND:
+    case BRAID_COLL_RECV:
+        l = braid_coll_link(c, c->rank, c->root);
+        return m->alpha[l] + m->step + blk * m->beta[l];
+    case BRAID_COLL_ALLTOALL:
+    case BRAID_COLL_ALLTOALLV:
+        return m->alpha[l] + 2 * n * m->step + (n - 1) * blk * m->beta[l] *
+               braid_model_nic_share(c);
+    default:
+        return m->alpha[l] + n * m->step + (n - 1) * blk * m->beta[l];
+    }
+}
+
 const braid_algo_t braid_algo_direct = {
     .name = "direct",
     .colls = (1u << BRAID_COLL_GATHER) | (1u << BRAID_COLL_SCATTER) |
              (1u << BRAID_COLL_ALLTOALL) | (1u << BRAID_COLL_ALLTOALLV) |
              (1u << BRAID_COLL_SEND) | (1u << BRAID_COLL_RECV),
     .build = direct_build,
+    .cost = direct_cost,
 };

@@ -11,23 +11,19 @@
  * the same bits; its own contribution comes back through its FIFO to itself so that it
  * takes its place in that order. The sends of a slice all precede its receives, and every
  * FIFO holds at least two slots, so nothing waits on a cycle. Each rank moves n times the
- * message (the ring about 3 times), which only pays while latency dominates: the algorithm
- * takes messages of up to BRAID_ONESHOT_PER_RANK bytes per rank and BRAID_ONESHOT_MAX bytes
- * in total (message x ranks). Measured on 2 cores, float sum, one-shot against the ring:
+ * message (the ring about 3 times), which only pays while latency dominates; the tuner
+ * weighs that (oneshot_cost). Measured on 2 cores, float sum, one-shot against the ring:
  * 2 ranks 0.6-0.9 vs 0.8-1.4 us at 8-256 B, even at 512 B-1 KiB, 2.4 vs 2.1 us at 2 KiB and
  * 8.6 vs 5.4 us at 8 KiB; 4 ranks 5-7 vs 11-13 us at 64 B-1 KiB, even at 2-4 KiB.
  */
+#include "algorithms/model.h"
 #include "algorithms/sched.h"
-
-#define BRAID_ONESHOT_PER_RANK 256      /* message bytes per rank of the communicator */
-#define BRAID_ONESHOT_MAX (16 * 1024)   /* message bytes x ranks */
 
 static braid_status_t oneshot_build(const braid_coll_t *coll, braid_sched_t *s)
 {
     int n = coll->nranks;
     size_t bytes = coll->count * braid_dtype_size(coll->dtype);
-    if (coll->kind != BRAID_COLL_ALLREDUCE || bytes > (size_t)BRAID_ONESHOT_PER_RANK * n ||
-        bytes * (size_t)n > BRAID_ONESHOT_MAX)
+    if (coll->kind != BRAID_COLL_ALLREDUCE)
         return BRAID_ERR_UNSUPPORTED;
     for (int p = 0; p < n; p++)
         BRAID_CHECK(braid_sched_add(s, -1, p, braid_ref(BRAID_BUF_SEND, 0), braid_ref_none(),
@@ -42,8 +38,19 @@ static braid_status_t oneshot_build(const braid_coll_t *coll, braid_sched_t *s)
     return BRAID_OK;
 }
 
+/* One hop; each rank sends n-1 copies (a host's ranks share its NIC) and combines n. */
+static double oneshot_cost(const braid_coll_t *c, const braid_model_t *m)
+{
+    int n = c->nranks;
+    double b = (double)braid_coll_bytes(c);
+    braid_link_t l = braid_coll_worst(c);
+    return m->alpha[l] + 2 * n * m->step + (n - 1) * b * m->beta[l] * braid_model_nic_share(c) +
+           n * b * m->gamma;
+}
+
 const braid_algo_t braid_algo_oneshot = {
     .name = "oneshot",
     .colls = 1u << BRAID_COLL_ALLREDUCE,
     .build = oneshot_build,
+    .cost = oneshot_cost,
 };

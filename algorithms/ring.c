@@ -14,6 +14,7 @@
  * With one rank every builder degenerates to one local step (a copy, with REDUCE|FINAL for
  * reductions so that ncclAvg and ncclPreMulSum still scale the value).
  */
+#include "algorithms/model.h"
 #include "algorithms/sched.h"
 
 /* Byte offset and length of chunk c when `count` elements are split into n chunks. */
@@ -132,9 +133,34 @@ static braid_status_t ring_build(const braid_coll_t *coll, braid_sched_t *s)
     }
 }
 
+/*
+ * 2(n-1) (all-reduce) or n-1 steps of a chunk each, pipelined, over the slowest link of
+ * the ring; between hosts the ring's links that leave one host share its NIC.
+ */
+static double ring_cost(const braid_coll_t *c, const braid_model_t *m)
+{
+    int n = c->nranks;
+    double b = (double)braid_coll_bytes(c);
+    braid_link_t l = braid_coll_worst(c);
+    double share = l == BRAID_LINK_NET && c->topo != NULL ? c->topo->ring_out : 1;
+    if (n == 1)
+        return m->step + b * m->beta[BRAID_LINK_SELF];
+    switch (c->kind) {
+    case BRAID_COLL_ALLREDUCE:
+        return braid_model_steps(m, l, 2 * (n - 1), b / n, share, b * (n - 1) / n);
+    case BRAID_COLL_ALLGATHER:
+        return braid_model_steps(m, l, n - 1, b / n, share, 0);
+    case BRAID_COLL_REDUCESCATTER:
+        return braid_model_steps(m, l, n - 1, b / n, share, b * (n - 1) / n);
+    default:
+        return BRAID_COST_NONE;
+    }
+}
+
 const braid_algo_t braid_algo_ring = {
     .name = "ring",
     .colls = (1u << BRAID_COLL_ALLREDUCE) | (1u << BRAID_COLL_ALLGATHER) |
              (1u << BRAID_COLL_REDUCESCATTER),
     .build = ring_build,
+    .cost = ring_cost,
 };

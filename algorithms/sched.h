@@ -128,6 +128,10 @@ typedef struct braid_coll {
     size_t pull_min;
     /* alltoallv only: element counts and displacements, nranks each */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+    /* The communicator's layout (NULL: every rank on one host) and its tuning (NULL: the
+     * default cost model, every algorithm allowed). */
+    const struct braid_topo *topo;
+    const struct braid_tune *tune;
 } braid_coll_t;
 
 #define BRAID_SCHED_INLINE 16     /* steps stored in the struct: no allocation for most calls */
@@ -173,18 +177,39 @@ static inline int braid_mod(int a, int n)
 
 /*
  * Algorithms. Each builds this rank's schedule for a call, or declines with
- * BRAID_ERR_UNSUPPORTED if it cannot handle the call (the selector then tries the next).
+ * BRAID_ERR_UNSUPPORTED if it cannot handle the call; its cost function predicts the
+ * call's time under a cost model (algorithms/model.h) and declines exactly the same calls.
+ * Both are pure functions of the call: every rank decides alike.
  */
+struct braid_model;
 typedef struct braid_algo {
     const char *name;                       /* "ring", "direct", ... (NCCL_ALGO names) */
+    const char *nccl;                       /* NCCL's name for it where NCCL has one and it
+                                             * differs ("ring" for chain), else NULL */
     unsigned colls;                         /* bit mask of (1u << braid_coll_kind_t) it builds */
     braid_status_t (*build)(const braid_coll_t *coll, braid_sched_t *s);
+    double (*cost)(const braid_coll_t *coll, const struct braid_model *m);
 } braid_algo_t;
 
-/* Pick the algorithm for a call (a pure function of the call: every rank picks the same)
- * and build the schedule. `algo_p` (may be NULL) receives the algorithm used. */
+/* The algorithms braid has, in a fixed order (their index is their bit in NCCL_ALGO's
+ * masks, algorithms/tune.h). */
+extern const braid_algo_t *const braid_algos[];
+extern const int braid_nalgos;
+
+/* Pick the algorithm for a call (the cheapest under coll->tune that builds it: every rank
+ * picks the same) and build the schedule. `algo_p` (may be NULL) receives the algorithm. */
 braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
                                 const braid_algo_t **algo_p);
+
+/* The algorithms allowed for the call that take it, cheapest first, with their predicted
+ * times (up to `max`); returns how many. */
+int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
+                    int max);
+
+/* Bytes of the call's message per rank, as cost functions reason about it: the all-reduce,
+ * broadcast and reduce buffer; the whole output of all-gather (nranks blocks) and the whole
+ * input of reduce-scatter and all-to-all. */
+size_t braid_coll_bytes(const braid_coll_t *coll);
 
 /* Chunk c of n equal-as-possible parts of `count` elements: first element and length. The
  * first (count % n) chunks get one element more. */

@@ -41,6 +41,7 @@
  * between processes it is a copy by the kernel, which a FIFO slot that stays in cache
  * matches, so there the ring stays the default.
  */
+#include "algorithms/model.h"
 #include "algorithms/sched.h"
 
 static braid_ref_t hello_ref(int rank)
@@ -167,10 +168,15 @@ static size_t twoshot_bytes(const braid_coll_t *c)
     return c->kind == BRAID_COLL_ALLREDUCE ? bytes : bytes * (size_t)c->nranks;
 }
 
+static int twoshot_takes(const braid_coll_t *c)
+{
+    return c->pull != BRAID_PULL_NONE && c->nranks >= 2 && c->count > 0 &&
+           twoshot_bytes(c) >= c->pull_min;
+}
+
 static braid_status_t twoshot_build(const braid_coll_t *c, braid_sched_t *s)
 {
-    if (c->pull == BRAID_PULL_NONE || c->nranks < 2 || c->count == 0 ||
-        twoshot_bytes(c) < c->pull_min)
+    if (!twoshot_takes(c))
         return BRAID_ERR_UNSUPPORTED;
     switch (c->kind) {
     case BRAID_COLL_ALLREDUCE:
@@ -184,9 +190,34 @@ static braid_status_t twoshot_build(const braid_coll_t *c, braid_sched_t *s)
     }
 }
 
+/*
+ * Three or four stages of messages (hello, final, bye) and single copies: a pull is one
+ * copy where a FIFO message is two (into the slot and out), so half a message's beta. The
+ * all-reduce reads n chunks of b/n and combines them, then pulls n-1 chunks; the halves
+ * do one of the two.
+ */
+static double twoshot_cost(const braid_coll_t *c, const braid_model_t *m)
+{
+    int n = c->nranks;
+    double b = (double)braid_coll_bytes(c);
+    braid_link_t l = braid_coll_worst(c);
+    double lat = 3 * (m->alpha[l] + n * m->step), pull = m->beta[l] / 2;
+    if (!twoshot_takes(c))
+        return BRAID_COST_NONE;
+    switch (c->kind) {
+    case BRAID_COLL_ALLREDUCE:
+        return lat + m->alpha[l] + (2 * b - b / n) * pull + b * m->gamma;
+    case BRAID_COLL_REDUCESCATTER:
+        return lat + b * pull + b * m->gamma;
+    default:
+        return lat + b * (n - 1) / n * pull;
+    }
+}
+
 const braid_algo_t braid_algo_twoshot = {
     .name = "twoshot",
     .colls = (1u << BRAID_COLL_ALLREDUCE) | (1u << BRAID_COLL_ALLGATHER) |
              (1u << BRAID_COLL_REDUCESCATTER),
     .build = twoshot_build,
+    .cost = twoshot_cost,
 };

@@ -6,7 +6,9 @@
  *     braid-info             everything
  *     braid-info -c          the parameters only
  *     braid-info -l 3,1      also a layout of ranks on hosts (ranks per host): each rank's
- *                            host and local rank, and the link class between every two
+ *                            host and local rank, the link class between every two, and
+ *                            the algorithm the tuner picks per collective and size there
+ *     braid-info -a          the algorithms, what they build, and NCCL_ALGO's names
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algorithms/sched.h"
+#include "algorithms/tune.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "kernels/kernels.h"
@@ -35,11 +39,13 @@
 static void info_usage(FILE *out, const char *prog)
 {
     fprintf(out,
-            "usage: %s [-c] [-l K,K,...] [-h]\n"
+            "usage: %s [-c] [-a] [-l K,K,...] [-h]\n"
             "  Print braid's version, build configuration, host kernel variant, this host's\n"
             "  topology and parameters (BRAID_* / NCCL_* environment variables).\n"
             "  -c  print only the parameters\n"
-            "  -l  also print a layout of ranks on hosts, K ranks on each (at most %d ranks)\n"
+            "  -l  also print a layout of ranks on hosts, K ranks on each (at most %d ranks),\n"
+            "      and the algorithm the tuner picks there per collective and size\n"
+            "  -a  print the algorithms and the collectives each builds\n"
             "  -h  print this help\n",
             prog, INFO_LAYOUT_MAX);
 }
@@ -103,6 +109,36 @@ static int info_layout_parse(const char *text, uint64_t *ids, int *n_p)
     return 1;
 }
 
+/* The collectives the tuner chooses for, and the sizes (bytes of the message, as
+ * nccl-tests counts them: all-gather's output, reduce-scatter's input) of the table. */
+static const braid_coll_kind_t info_colls[] = {
+    BRAID_COLL_ALLREDUCE, BRAID_COLL_ALLGATHER, BRAID_COLL_REDUCESCATTER,
+    BRAID_COLL_BROADCAST, BRAID_COLL_REDUCE, BRAID_COLL_ALLTOALL,
+};
+#define INFO_NCOLLS ((int)(sizeof(info_colls) / sizeof(info_colls[0])))
+
+static void info_choice_print(FILE *out, const braid_topo_t *t, const braid_tune_t *tune)
+{
+    fprintf(out, "  the tuner's choice (float32, processes without single copy; NCCL_ALGO "
+            "\"%s\"):\n  %10s", tune->algo_spec, "bytes");
+    for (int k = 0; k < INFO_NCOLLS; k++)
+        fprintf(out, " %13s", braid_coll_name(info_colls[k]));
+    for (size_t bytes = 8; bytes <= ((size_t)256 << 20); bytes *= 8) {
+        fprintf(out, "\n  %10zu", bytes);
+        for (int k = 0; k < INFO_NCOLLS; k++) {
+            braid_coll_t c = { .kind = info_colls[k], .dtype = BRAID_FP32, .nranks = t->nranks,
+                               .count = bytes / 4, .topo = t, .tune = tune };
+            const braid_algo_t *a[1];
+            double cost[1];
+            if (c.kind == BRAID_COLL_ALLGATHER || c.kind == BRAID_COLL_REDUCESCATTER ||
+                c.kind == BRAID_COLL_ALLTOALL)
+                c.count = bytes / 4 / (size_t)t->nranks;
+            fprintf(out, " %13s", braid_algo_rank(&c, a, cost, 1) > 0 ? a[0]->name : "-");
+        }
+    }
+    fprintf(out, "\n");
+}
+
 static int info_layout_print(FILE *out, const char *text)
 {
     uint64_t ids[INFO_LAYOUT_MAX];
@@ -131,18 +167,41 @@ static int info_layout_print(FILE *out, const char *text)
             fprintf(out, "%5s", braid_link_name(braid_topo_link(&t, a, b)));
     }
     fprintf(out, "\n");
+    braid_tune_t tune;
+    braid_tune_init(&tune);
+    braid_status_t st = braid_tune_algo(&tune, braid_param_str(BRAID_P_ALGO));
+    if (st == BRAID_OK)
+        info_choice_print(out, &t, &tune);
+    else
+        fprintf(stderr, "braid-info: %s\n", braid_err_last());
     braid_topo_free(&t);
-    return 1;
+    return st == BRAID_OK;
+}
+
+static void info_algos_print(FILE *out)
+{
+    fprintf(out, "algorithms (NCCL_ALGO names; NCCL's \"ring\" also names chain, \"pairwise\" "
+            "direct's all-to-all):\n");
+    for (int i = 0; i < braid_nalgos; i++) {
+        fprintf(out, "  %-13s", braid_algos[i]->name);
+        for (int k = 0; k < BRAID_COLL_NUM; k++)
+            if (braid_algos[i]->colls & (1u << k))
+                fprintf(out, " %s", braid_coll_name(k));
+        fprintf(out, "\n");
+    }
 }
 
 int main(int argc, char **argv)
 {
-    int only_params = 0, opt;
+    int only_params = 0, algos = 0, opt;
     const char *layout = NULL;
-    while ((opt = getopt(argc, argv, "cl:h")) != -1) {
+    while ((opt = getopt(argc, argv, "cal:h")) != -1) {
         switch (opt) {
         case 'c':
             only_params = 1;
+            break;
+        case 'a':
+            algos = 1;
             break;
         case 'l':
             layout = optarg;
@@ -159,6 +218,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: unexpected argument \"%s\"\n", argv[0], argv[optind]);
         info_usage(stderr, argv[0]);
         return 2;
+    }
+    if (algos) {
+        info_algos_print(stdout);
+        return fflush(stdout) == 0 ? 0 : 1;
     }
     if (!only_params) {
         info_build_print(stdout);

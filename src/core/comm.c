@@ -13,6 +13,7 @@
 #include "core/param.h"
 #include "core/proc.h"
 #include "device/device.h"
+#include "core/calib.h"
 #include "topo/host.h"
 #include "transports/net/net.h"
 #include "transports/shm/shm.h"
@@ -140,7 +141,7 @@ braid_status_t braid_comm_alloc(const braid_comm_config_t *cfg, braid_comm_t **c
     return BRAID_OK;
 }
 
-static void peer_info_fill(braid_peer_info_t *me, int cudev)
+static void peer_info_fill(braid_peer_info_t *me, int cudev, uint64_t tune_hash)
 {
     memset(me, 0, sizeof(*me));
     me->host_id = braid_host_id();
@@ -150,6 +151,7 @@ static void peer_info_fill(braid_peer_info_t *me, int cudev)
     me->slot_size = (uint64_t)braid_param_int(BRAID_P_SHM_SLOT_SIZE);
     me->nslots = (uint32_t)braid_param_int(BRAID_P_SHM_NSLOTS);
     me->numa = braid_numa_self();
+    me->tune_hash = tune_hash;
     snprintf(me->hostname, sizeof(me->hostname), "%s", braid_host_name());
 }
 
@@ -163,7 +165,7 @@ static braid_status_t comm_bootstrap(braid_comm_t *comm, const braid_comm_init_a
         BRAID_CHECK(braid_bootstrap_split_create(a->parent->bs, a->rank, a->nranks, a->members,
                                                  a->tag, &bs));
     } else {
-        peer_info_fill(&me, a->cudev);
+        peer_info_fill(&me, a->cudev, braid_tune_hash(&comm->tune));
         BRAID_CHECK(braid_bootstrap_create(&a->uid, a->rank, a->nranks, &me, sizeof(me), &bs));
     }
     pthread_mutex_lock(&comm->lock);
@@ -230,6 +232,42 @@ static braid_status_t comm_slots(braid_comm_t *comm)
     return BRAID_OK;
 }
 
+/* NCCL_ALGO and NCCL_PROTO, before the bootstrap: a bad value fails at once. */
+static braid_status_t comm_tune_parse(braid_comm_t *comm)
+{
+    const char *plugin = braid_param_str(BRAID_P_TUNER_PLUGIN);
+    if (*plugin != '\0')
+        return braid_err(BRAID_ERR_UNSUPPORTED, "NCCL_TUNER_PLUGIN=\"%s\": braid does not load "
+                         "NCCL tuner plugins; unset it (braid's own tuner then decides) or "
+                         "steer the choice with NCCL_ALGO", plugin);
+    braid_tune_init(&comm->tune);
+    BRAID_CHECK(braid_tune_algo(&comm->tune, braid_param_str(BRAID_P_ALGO)));
+    BRAID_CHECK(braid_tune_proto(&comm->tune, braid_param_str(BRAID_P_PROTO)));
+    comm->tune.calibrate = (int)braid_param_int(BRAID_P_CALIBRATE);
+    for (int k = 0; k < BRAID_COLL_NUM; k++)
+        if (!(comm->tune.proto[k] & (1u << BRAID_PROTO_SIMPLE))) {
+            BRAID_WARN("NCCL_PROTO=\"%s\" leaves out Simple for %s: braid has only its "
+                       "Simple-like protocol and uses it", braid_param_str(BRAID_P_PROTO),
+                       braid_coll_name(k));
+            break;
+        }
+    return BRAID_OK;
+}
+
+/* Every rank must choose algorithms alike: the same NCCL_ALGO/NCCL_PROTO masks. */
+static braid_status_t comm_tune_agree(braid_comm_t *comm)
+{
+    for (int r = 1; r < comm->nranks; r++)
+        if (comm->peers[r].tune_hash != comm->peers[0].tune_hash)
+            return braid_err(BRAID_ERR_INVALID, "NCCL_ALGO/NCCL_PROTO/BRAID_CALIBRATE differ "
+                             "between ranks: rank %d's allow other algorithms or protocols, "
+                             "or calibrate otherwise, than rank 0's (this rank has "
+                             "NCCL_ALGO=\"%s\"); set them alike on every rank", r,
+                             braid_param_str(BRAID_P_ALGO));
+    comm->tune.model.slice = (double)comm->slot_size;
+    return BRAID_OK;
+}
+
 static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_args_t *a)
 {
     comm->rank = a->rank;
@@ -238,14 +276,17 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     comm->check_host_ptrs = braid_device_check_wanted();
     braid_log_set_rank(a->rank);
     braid_log_version_once();
+    BRAID_CHECK(comm_tune_parse(comm));
     BRAID_CHECK(comm_bootstrap(comm, a));
     comm->nonce = braid_bootstrap_nonce(comm->bs);
     BRAID_CHECK(comm_tables(comm));
     BRAID_CHECK(comm_slots(comm));
+    BRAID_CHECK(comm_tune_agree(comm));
     comm->oversubscribed = comm_oversubscribed(comm);
     comm->stream_min = (size_t)braid_param_int(BRAID_P_STREAM_MIN);
     BRAID_CHECK(braid_shm_setup(comm));
     BRAID_CHECK(braid_net_setup(comm));
+    BRAID_CHECK(braid_calibrate(comm));
     braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
     atomic_store(&ctrl->state, BRAID_COMM_READY);
     BRAID_INFO(BRAID_SUB_INIT, "comm %p rank %d nranks %d nonce %016llx%s%s - init done",

@@ -13,6 +13,7 @@
 #include "core/bootstrap.h"
 #include "core/exec.h"
 #include "core/status.h"
+#include "algorithms/tune.h"
 #include "topo/topo.h"
 #include "transports/transport.h"
 
@@ -37,6 +38,7 @@ typedef struct braid_peer_info {
     uint64_t slot_size;        /* shared-memory slot size and depth: rank 0's are used */
     uint32_t nslots;
     int32_t numa;              /* NUMA node it ran on at init, -1 unknown */
+    uint64_t tune_hash;        /* of what NCCL_ALGO/NCCL_PROTO allow: must match rank 0's */
     char hostname[64];
 } braid_peer_info_t;
 
@@ -71,6 +73,7 @@ struct ncclComm {
     braid_bootstrap_t *bs;
     braid_peer_info_t *peers;          /* [nranks] */
     braid_topo_t topo;                 /* hosts, local ranks, link classes */
+    braid_tune_t tune;                 /* cost model and NCCL_ALGO (algorithms/tune.h) */
     braid_shm_t *shm;                  /* the ranks of this host */
     braid_net_t *net;                  /* the ranks of other hosts; NULL if none */
     braid_conn_t **send_conns;         /* [nranks] */

@@ -29,6 +29,7 @@ typedef struct param_entry {
 #define P_STR(_n, _a, _d, _h) { { _n, _a, _d, BRAID_PARAM_STR, _h }, 0, 0 }
 #define P_INT(_n, _a, _d, _lo, _hi, _h) { { _n, _a, _d, BRAID_PARAM_INT, _h }, _lo, _hi }
 #define P_SIZE(_n, _a, _d, _lo, _hi, _h) { { _n, _a, _d, BRAID_PARAM_SIZE, _h }, _lo, _hi }
+#define P_BOOL(_n, _a, _d, _h) { { _n, _a, _d, BRAID_PARAM_BOOL, _h }, 0, 1 }
 
 static const param_entry_t param_table[] = {
     [BRAID_P_DEBUG] = P_STR("DEBUG", "NCCL_DEBUG", "",
@@ -78,6 +79,18 @@ static const param_entry_t param_table[] = {
     [BRAID_P_NET_LOST_S] = P_INT("NET_LOST_S", NULL, "4", 1, 3600,
         "seconds without an answer (TCP keepalive) after which a peer on another host is "
         "reported lost"),
+    [BRAID_P_ALGO] = P_STR("ALGO", "NCCL_ALGO", "",
+        "algorithms the tuner may pick: a list, ^ excludes, coll:list;coll:list per "
+        "collective (braid-info -a lists the names); unset: all"),
+    [BRAID_P_PROTO] = P_STR("PROTO", "NCCL_PROTO", "",
+        "protocols (LL, LL128, Simple; NCCL_ALGO's syntax): checked, but braid has only its "
+        "Simple-like one"),
+    [BRAID_P_CALIBRATE] = P_BOOL("CALIBRATE", NULL, "1",
+        "measure the links' latency and bandwidth at communicator creation for the tuner "
+        "(a few ms, cached per layout in the process); 0: the built-in cost model"),
+    [BRAID_P_TUNER_PLUGIN] = P_STR("TUNER_PLUGIN", "NCCL_TUNER_PLUGIN", "",
+        "an NCCL tuner plugin: not supported, communicator creation fails when set (use "
+        "NCCL_ALGO)"),
 };
 
 _Static_assert(sizeof(param_table) / sizeof(param_table[0]) == BRAID_P_COUNT,

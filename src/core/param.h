@@ -41,6 +41,10 @@ typedef enum {
     BRAID_P_NET,                /* NCCL_NET: network provider between hosts */
     BRAID_P_NET_PLUGIN,         /* NCCL_NET_PLUGIN: an external libnccl-net*.so */
     BRAID_P_NET_LOST_S,         /* seconds of silence after which a host link is lost */
+    BRAID_P_ALGO,               /* NCCL_ALGO: algorithms allowed, per collective */
+    BRAID_P_PROTO,              /* NCCL_PROTO: protocols allowed (checked; braid has one) */
+    BRAID_P_CALIBRATE,          /* measure the links at communicator creation */
+    BRAID_P_TUNER_PLUGIN,       /* NCCL_TUNER_PLUGIN: not supported, refused when set */
     BRAID_P_COUNT
 } braid_param_id_t;
 

@@ -28,6 +28,33 @@ void braid_topo_free(braid_topo_t *t)
     memset(t, 0, sizeof(*t));
 }
 
+/* The summaries the tuner reads: ranks on the fullest host, ring links leaving a host,
+ * the slowest link class. */
+static braid_status_t topo_summary(braid_topo_t *t)
+{
+    int *out = calloc((size_t)t->nhosts, sizeof(int));
+    if (out == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "topology: out of memory for %d hosts", t->nhosts);
+    t->worst = t->nranks > 1 ? BRAID_LINK_NUMA : BRAID_LINK_SELF;
+    for (int h = 0; h < t->nhosts; h++)
+        if (braid_topo_nlocal(t, h) > t->maxlocal)
+            t->maxlocal = braid_topo_nlocal(t, h);
+    for (int r = 0; r < t->nranks; r++) {
+        int next = (r + 1) % t->nranks;
+        braid_link_t l = braid_topo_link(t, r, next);
+        if (l == BRAID_LINK_NET && ++out[t->host_of[r]] > t->ring_out)
+            t->ring_out = out[t->host_of[r]];
+        if (l > t->worst)
+            t->worst = l;
+    }
+    /* a NUMA difference need not show on the ring */
+    for (int r = 0; r < t->nranks && t->worst == BRAID_LINK_NUMA; r++)
+        if (t->numa[r] < 0 || t->numa[r] != t->numa[0])
+            t->worst = BRAID_LINK_HOST;
+    free(out);
+    return BRAID_OK;
+}
+
 braid_status_t braid_topo_build(braid_topo_t *t, int nranks, const uint64_t *host_ids,
                                 const int *numa)
 {
@@ -56,7 +83,7 @@ braid_status_t braid_topo_build(braid_topo_t *t, int nranks, const uint64_t *hos
         t->host_first[h + 1] += t->host_first[h];
     for (int r = 0; r < nranks; r++)
         t->host_ranks[t->host_first[t->host_of[r]] + t->local_rank[r]] = r;
-    return BRAID_OK;
+    return topo_summary(t);
 }
 
 braid_link_t braid_topo_link(const braid_topo_t *t, int a, int b)

@@ -32,6 +32,9 @@ typedef struct braid_topo {
     int *host_first;    /* [nhosts + 1]: host h's ranks are host_ranks[host_first[h] ..] */
     int *host_ranks;    /* [nranks]: the ranks grouped by host, ascending in each */
     int *numa;          /* [nranks]: NUMA node, -1 when unknown */
+    int maxlocal;       /* ranks on the host with the most */
+    int ring_out;       /* most ring links r -> r+1 (mod nranks) leaving one host */
+    braid_link_t worst; /* the slowest link class between two ranks */
 } braid_topo_t;
 
 /* Build the layout from each rank's host id and NUMA node (numa may be NULL: unknown).

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "tests/unit/sched_harness.h"
+#include "topo/topo.h"
 
 static const char *const op_names[OP_NUM] = { "sum", "prod", "max", "min", "avg", "premulsum" };
 
@@ -265,7 +266,15 @@ void sh_rbuf_free(rbuf_t *rb)
 
 void sh_tc_describe(const tcase_t *tc, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s %s %s n=%d count=%zu root=%d %s K=%d S=%zu%s%s%s%s",
+    int o = snprintf(buf, len, "%s%s", tc->algo ? tc->algo->name : "tuner", tc->topo ? ", hosts" : "");
+    for (int h = 0; tc->topo != NULL && h < tc->topo->nhosts && o < (int)len; h++)
+        o += snprintf(buf + o, len - (size_t)o, "%c%d", h ? '+' : ' ',
+                      braid_topo_nlocal(tc->topo, h));
+    if (o >= (int)len)
+        return;
+    buf += o;
+    len -= (size_t)o;
+    snprintf(buf, len, ": %s %s %s n=%d count=%zu root=%d %s K=%d S=%zu%s%s%s%s",
              braid_coll_name(tc->kind), braid_dtype_name(tc->dt),
              is_reduction(tc->kind) ? op_names[tc->op] : "-", tc->n, tc->count, tc->root,
              tc->in_place ? "in-place" : "out-of-place", tc->cfg.nslots, tc->cfg.slot_size,
@@ -304,6 +313,7 @@ void sh_tc_call(const tcase_t *tc, int r, rbuf_t *rb, sim_call_t *c)
     c->coll.count = tc->count;
     c->coll.in_place = rb->alias != ALIAS_NONE;
     c->coll.pull = tc->pull;
+    c->coll.topo = tc->topo;
     c->sendbuf = rb->send;
     c->recvbuf = rb->recv;
     c->send_bytes = rb->send ? rb->send_bytes : 0;
@@ -331,7 +341,8 @@ static int tc_taken(const tcase_t *tc)
 {
     braid_sched_t s;
     braid_coll_t c = { .kind = tc->kind, .dtype = tc->dt, .rank = 0, .nranks = tc->n,
-                       .root = tc->root, .count = tc->count, .pull = tc->pull };
+                       .root = tc->root, .count = tc->count, .pull = tc->pull,
+                       .topo = tc->topo };
     if (tc->algo == NULL)
         return 1;
     braid_sched_init(&s, braid_dtype_size(tc->dt));
@@ -355,12 +366,16 @@ static size_t ref_limit(braid_ref_t ref, const rbuf_t *rb, const braid_sched_t *
  * inside the peer's), every peer exists. `rb` is every rank's. */
 static void check_refs(const char *desc, const sim_call_t *c, const rbuf_t *rb)
 {
-    braid_sched_t s;
+    braid_sched_t built;
+    const braid_sched_t *s = c->sched;          /* the forced algorithm's, or the tuner's */
     const rbuf_t *mine = &rb[c->rank];
     int n = c->coll.nranks;
-    assert_int_equal(braid_algo_build(&c->coll, &s, NULL), BRAID_OK);
-    for (int i = 0; i < s.nsteps; i++) {
-        const braid_step_t *st = &s.steps[i];
+    if (s == NULL) {
+        assert_int_equal(braid_algo_build(&c->coll, &built, NULL), BRAID_OK);
+        s = &built;
+    }
+    for (int i = 0; i < s->nsteps; i++) {
+        const braid_step_t *st = &s->steps[i];
         const braid_ref_t refs[3] = { st->src, st->dst, st->pull };
         if (st->send_peer >= n || st->recv_peer >= n || st->pull_peer >= n ||
             (st->pull_peer >= 0 && (st->send_peer >= 0 || st->recv_peer >= 0)))
@@ -368,13 +383,14 @@ static void check_refs(const char *desc, const sim_call_t *c, const rbuf_t *rb)
                      (int)st->send_peer, (int)st->recv_peer, (int)st->pull_peer);
         for (int k = 0; k < 3; k++) {
             const rbuf_t *owner = k == 2 ? &rb[st->pull_peer >= 0 ? st->pull_peer : 0] : mine;
-            size_t lim = ref_limit(refs[k], owner, &s, n);
+            size_t lim = ref_limit(refs[k], owner, s, n);
             if (refs[k].buf != BRAID_BUF_NONE && refs[k].off + st->bytes > lim)
                 fail_msg("%s: rank %d step %d: buffer %d [%zu, +%zu) outside its %zu bytes",
                          desc, c->rank, i, refs[k].buf, refs[k].off, st->bytes, lim);
         }
     }
-    braid_sched_free(&s);
+    if (s == &built)
+        braid_sched_free(&built);
 }
 
 /* What rank r's output must hold (data movement), into `want`. */
@@ -441,10 +457,10 @@ static void check_agree(const char *desc, rbuf_t *rb, int n)
 
 void sh_run_case(const tcase_t *tc)
 {
-    rbuf_t rb[MAXR];
-    sim_call_t calls[MAXR];
+    rbuf_t rb[SH_MAXR];
+    sim_call_t calls[SH_MAXR];
     sim_result_t res;
-    char desc[160];
+    char desc[256];
 
     if (!tc_taken(tc))
         return;

@@ -18,7 +18,8 @@ enum { OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_AVG, OP_PREMULSUM, OP_NUM };
 
 enum { ALIAS_NONE, ALIAS_SEND_IN_RECV, ALIAS_RECV_IN_SEND };
 
-#define MAXR 17
+#define MAXR 17          /* ranks the shape tests go up to */
+#define SH_MAXR 33       /* ranks a case may have (test_algos goes up to it) */
 #define SENTINEL 0x5c
 
 /* Many slices, FIFOs full all the time; then slices that straddle chunk ends elsewhere. */
@@ -39,6 +40,7 @@ typedef struct tcase {
     const braid_algo_t *algo;   /* force this algorithm (NULL: the selector's choice) */
     braid_pull_t pull;      /* how the communicator may pull (from any size) */
     int premul_per_rank;    /* ncclPreMulSum with scalar rank + 1 on each rank */
+    const struct braid_topo *topo;  /* the ranks' layout on hosts (NULL: one host) */
 } tcase_t;
 
 typedef struct rbuf {

@@ -1,0 +1,85 @@
+/*
+ * The cost model of the tuner: how long a message takes on each class of link, and how
+ * long a reduction takes, so that every algorithm can predict its time for a call.
+ *
+ *   time of one message of b bytes on link class L  =  alpha[L] + b * beta[L]
+ *   time to combine b bytes (one operand into another) =  b * gamma
+ *   the executor's own cost per step                    =  step
+ *
+ * A NET link stands for the host's network interface: ranks of one host that send to
+ * other hosts at the same time share it, and cost functions charge their combined bytes
+ * (braid_model_nic). The defaults are measured on the project's 2-core CI machines (shm)
+ * and veth namespaces (net); the calibration at communicator creation replaces them with
+ * what the communicator measures (src/core/calib.c).
+ *
+ * Cost functions (braid_algo_t.cost) return microseconds, or BRAID_COST_NONE when the
+ * algorithm declines the call, which it must do exactly when its builder would decline.
+ */
+#ifndef BRAID_ALGORITHMS_MODEL_H
+#define BRAID_ALGORITHMS_MODEL_H
+
+#include <stddef.h>
+
+#include "topo/topo.h"
+
+typedef struct braid_model {
+    double alpha[BRAID_LINK_NCLASSES];  /* us: latency of one message */
+    double beta[BRAID_LINK_NCLASSES];   /* us per byte through one link */
+    double gamma;                       /* us per byte combined by a reduction */
+    double step;                        /* us: the executor's cost per step */
+    double slice;                       /* bytes per slice (the communicator's slot) */
+} braid_model_t;
+
+#define BRAID_COST_NONE (-1.0)
+
+extern const braid_model_t braid_model_default;
+
+struct braid_coll;
+
+/* The link class between ranks a and b of the call's communicator (no topology: one
+ * host, one NUMA node). */
+braid_link_t braid_coll_link(const struct braid_coll *c, int a, int b);
+/* The slowest link class between any two ranks of the call's communicator. */
+braid_link_t braid_coll_worst(const struct braid_coll *c);
+/* Hosts of the call's communicator, and ranks on the host with the most (1 and nranks
+ * without a topology). */
+int braid_coll_nhosts(const struct braid_coll *c);
+int braid_coll_maxlocal(const struct braid_coll *c);
+
+/* One message of b bytes over link class l. */
+static inline double braid_model_msg(const braid_model_t *m, braid_link_t l, double b)
+{
+    return m->alpha[l] + b * m->beta[l];
+}
+
+/*
+ * A sequence of `nsteps` dependent steps of `b` bytes each over link class l, pipelined
+ * slice by slice (a ring, a chain): latency paid per step, bandwidth per byte once per
+ * step, plus `reduced` bytes combined along the way. `share` senders use each link at
+ * once (a NIC shared by the ranks of a host; 1 elsewhere).
+ */
+double braid_model_steps(const braid_model_t *m, braid_link_t l, int nsteps, double b,
+                         double share, double reduced);
+
+/* The NIC share of an exchange in which every rank sends `per_peer` bytes to every other
+ * rank at once: the bytes one host's ranks send off the host, over what one rank sends. */
+double braid_model_nic_share(const struct braid_coll *c);
+
+/*
+ * Extra passes over the user's buffers: an algorithm of several stages writes what it
+ * receives into the buffer and reads it again in a later stage, where the ring's fused
+ * steps go from slot to slot in cache. Measured on 4 ranks, 128 MiB: Rabenseifner moves
+ * the ring's bytes and takes 1.4x its time.
+ */
+static inline double braid_model_passes(const braid_model_t *m, double bytes)
+{
+    return bytes * m->beta[BRAID_LINK_SELF];
+}
+
+/* Bytes of one slice for a message of b bytes: the pipeline's fill and drain unit. */
+static inline double braid_model_slice(const braid_model_t *m, double b)
+{
+    return b < m->slice ? b : m->slice;
+}
+
+#endif

@@ -1,0 +1,194 @@
+/*
+ * Calibration: see calib.h.
+ *
+ *   rank 0 --8 B-->  peer  --8 B--> rank 0      x CALIB_REPS_SMALL: alpha = round trip / 2
+ *   rank 0 --1 MiB-> peer --1 MiB-> rank 0      x CALIB_REPS_LARGE: beta from the difference
+ *
+ * with one peer on rank 0's host (if it has one) and one on the next host (if there is
+ * one); the other ranks only wait. Then every rank takes rank 0's model from a bootstrap
+ * all-gather, which also tells whether every rank had it cached (then nothing was
+ * measured). Two all-gathers at most, and a few milliseconds of messages.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/calib.h"
+#include "core/enqueue.h"
+#include "core/exec.h"
+#include "core/log.h"
+#include "core/param.h"
+
+#define CALIB_SMALL 8
+#define CALIB_LARGE (1 << 20)
+#define CALIB_REPS_SMALL 16
+#define CALIB_REPS_LARGE 3
+#define CALIB_CACHE 8
+
+typedef struct calib_entry {
+    uint64_t sig;
+    braid_model_t model;
+} calib_entry_t;
+
+static pthread_mutex_t calib_lock = PTHREAD_MUTEX_INITIALIZER;
+static calib_entry_t calib_cache[CALIB_CACHE];
+static int calib_ncached;
+
+/* What the figures depend on: the layout, the provider and the slot size. */
+static uint64_t calib_sig(const braid_comm_t *comm)
+{
+    uint64_t h = 1469598103934665603ull;
+    const braid_topo_t *t = &comm->topo;
+    for (int r = 0; r < t->nranks; r++)
+        h = (h ^ (uint64_t)comm->peers[r].host_id ^ ((uint64_t)t->local_rank[r] << 48)) *
+            1099511628211ull;
+    for (const char *p = comm->config.net_name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return (h ^ comm->slot_size ^ ((uint64_t)t->nranks << 32)) * 1099511628211ull;
+}
+
+static int calib_lookup(uint64_t sig, braid_model_t *m)
+{
+    int hit = 0;
+    pthread_mutex_lock(&calib_lock);
+    for (int i = 0; i < calib_ncached && !hit; i++)
+        if (calib_cache[i].sig == sig) {
+            *m = calib_cache[i].model;
+            hit = 1;
+        }
+    pthread_mutex_unlock(&calib_lock);
+    return hit;
+}
+
+static void calib_store(uint64_t sig, const braid_model_t *m)
+{
+    pthread_mutex_lock(&calib_lock);
+    calib_entry_t *e = &calib_cache[calib_ncached < CALIB_CACHE ? calib_ncached++
+                                                                 : (int)(sig % CALIB_CACHE)];
+    e->sig = sig;
+    e->model = *m;
+    pthread_mutex_unlock(&calib_lock);
+}
+
+static braid_status_t calib_p2p(braid_comm_t *comm, int send, int peer, void *buf, size_t n)
+{
+    braid_call_t call = { .kind = send ? BRAID_COLL_SEND : BRAID_COLL_RECV, .sendbuf = buf,
+                          .recvbuf = buf, .count = n, .dtype = BRAID_UINT8, .op = -1,
+                          .root = peer };
+    return braid_enqueue(comm, &call);
+}
+
+/* Round trips of `bytes` between rank 0 and `peer`; rank 0 gets the mean in us. */
+static braid_status_t calib_pingpong(braid_comm_t *comm, int peer, void *buf, size_t bytes,
+                                     int reps, double *us_p)
+{
+    int me = comm->rank;
+    double t0 = braid_now();
+    for (int i = 0; i < reps; i++) {
+        if (me == 0) {
+            BRAID_CHECK(calib_p2p(comm, 1, peer, buf, bytes));
+            BRAID_CHECK(calib_p2p(comm, 0, peer, buf, bytes));
+        } else if (me == peer) {
+            BRAID_CHECK(calib_p2p(comm, 0, 0, buf, bytes));
+            BRAID_CHECK(calib_p2p(comm, 1, 0, buf, bytes));
+        }
+    }
+    *us_p = (braid_now() - t0) * 1e6 / reps;
+    return BRAID_OK;
+}
+
+/* Measure link class l through `peer` into m (rank 0's figures count). */
+static braid_status_t calib_link(braid_comm_t *comm, int peer, void *buf, braid_model_t *m)
+{
+    double small, large;
+    /* one warm-up round trip of each size first: connections, page faults */
+    BRAID_CHECK(calib_pingpong(comm, peer, buf, CALIB_LARGE, 1, &large));
+    BRAID_CHECK(calib_pingpong(comm, peer, buf, CALIB_SMALL, CALIB_REPS_SMALL, &small));
+    BRAID_CHECK(calib_pingpong(comm, peer, buf, CALIB_LARGE, CALIB_REPS_LARGE, &large));
+    braid_link_t l = braid_topo_link(&comm->topo, 0, peer);
+    double alpha = small / 2 - m->step, beta = (large - small) / 2 / (CALIB_LARGE - CALIB_SMALL);
+    m->alpha[l] = alpha > 0.01 ? alpha : 0.01;
+    m->beta[l] = beta > 1e-7 ? beta : 1e-7;
+    if (l != BRAID_LINK_NET) {      /* one pair stands for every pair of the host */
+        m->alpha[BRAID_LINK_NUMA] = m->alpha[BRAID_LINK_HOST] = m->alpha[l];
+        m->beta[BRAID_LINK_NUMA] = m->beta[BRAID_LINK_HOST] = m->beta[l];
+    }
+    return BRAID_OK;
+}
+
+/* The combine rate of one core: a float sum of 1 MiB, best of three. */
+static void calib_gamma(void *buf, braid_model_t *m)
+{
+    size_t count = CALIB_LARGE / 2 / sizeof(float);
+    float *a = buf, *b = a + count;
+    double best = 1e30;
+    for (int i = 0; i < 3; i++) {
+        double t0 = braid_now();
+        braid_kern_reduce(BRAID_FP32, BRAID_OP_SUM, a, a, b, count, NULL);
+        double t = (braid_now() - t0) * 1e6;
+        best = t < best ? t : best;
+    }
+    m->gamma = best / (double)(count * sizeof(float));
+}
+
+static braid_status_t calib_measure(braid_comm_t *comm, braid_model_t *m)
+{
+    const braid_topo_t *t = &comm->topo;
+    unsigned char *buf = calloc(1, CALIB_LARGE);
+    if (buf == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "calibration: out of memory");
+    braid_status_t st = BRAID_OK;
+    if (braid_topo_nlocal(t, 0) > 1)
+        st = calib_link(comm, t->host_ranks[1], buf, m);
+    if (st == BRAID_OK && t->nhosts > 1)
+        st = calib_link(comm, t->host_ranks[t->host_first[1]], buf, m);
+    if (st == BRAID_OK && comm->rank == 0)
+        calib_gamma(buf, m);
+    free(buf);
+    return st;
+}
+
+typedef struct calib_msg {
+    braid_model_t model;
+    int32_t cached;
+} calib_msg_t;
+
+/* Every rank takes rank 0's model; returns whether every rank had its figures cached. */
+static braid_status_t calib_share(braid_comm_t *comm, braid_model_t *m, int cached,
+                                  int *all_cached_p)
+{
+    calib_msg_t mine = { *m, cached }, *all = calloc((size_t)comm->nranks, sizeof(mine));
+    if (all == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "calibration: out of memory");
+    braid_status_t st = braid_bootstrap_allgather(comm->bs, &mine, all, sizeof(mine));
+    int every = 1;
+    for (int r = 0; r < comm->nranks && st == BRAID_OK; r++)
+        every &= all[r].cached != 0;
+    if (st == BRAID_OK)
+        *m = all[0].model;
+    *all_cached_p = every;
+    free(all);
+    return st;
+}
+
+braid_status_t braid_calibrate(braid_comm_t *comm)
+{
+    braid_model_t *m = &comm->tune.model;
+    if (!comm->tune.calibrate || comm->nranks < 2)
+        return BRAID_OK;
+    uint64_t sig = calib_sig(comm);
+    int cached = calib_lookup(sig, m), all_cached;
+    double t0 = braid_now();
+    BRAID_CHECK(calib_share(comm, m, cached, &all_cached));
+    if (!all_cached) {
+        BRAID_CHECK(calib_measure(comm, m));
+        BRAID_CHECK(calib_share(comm, m, 0, &all_cached));
+        calib_store(sig, m);
+    }
+    BRAID_INFO(BRAID_SUB_INIT, "calibration%s in %.1f ms: alpha numa %.2f net %.2f us, "
+               "%.2f / %.2f GB/s, reduce %.2f GB/s", all_cached ? " (cached)" : "",
+               (braid_now() - t0) * 1e3, m->alpha[BRAID_LINK_NUMA], m->alpha[BRAID_LINK_NET],
+               1e-3 / m->beta[BRAID_LINK_NUMA], 1e-3 / m->beta[BRAID_LINK_NET],
+               1e-3 / m->gamma);
+    return BRAID_OK;
+}

@@ -1,0 +1,202 @@
+/*
+ * Every algorithm of the table (algorithms/algo.c), forced, on every collective it claims,
+ * on 1 to 33 simulated ranks laid out on hosts in several ways (one host, even halves,
+ * pairs, 4 per host, all but one on one host, interleaved), every count shape, in and out
+ * of place, several roots; and the tuner's own choice on the same layouts. Also: an
+ * algorithm's cost function declines exactly the calls its builder declines, on every rank.
+ *
+ * BRAID_TEST_ALGO=name runs one algorithm only; BRAID_TEST_MAXN=k stops at k ranks (for
+ * working on one algorithm; the suite runs everything).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "algorithms/model.h"
+#include "tests/unit/sched_harness.h"
+#include "topo/topo.h"
+
+enum { LAYOUT_ONE, LAYOUT_HALVES, LAYOUT_PAIRS, LAYOUT_QUADS, LAYOUT_ALL_BUT_ONE,
+       LAYOUT_INTERLEAVED, LAYOUT_NUM };
+
+/* The host of rank r of n in a layout. */
+static uint64_t layout_host(int layout, int r, int n)
+{
+    switch (layout) {
+    case LAYOUT_HALVES: return r < (n + 1) / 2 ? 0 : 1;
+    case LAYOUT_PAIRS: return (uint64_t)r / 2;
+    case LAYOUT_QUADS: return (uint64_t)r / 4;
+    case LAYOUT_ALL_BUT_ONE: return r == n - 1 ? 1 : 0;
+    case LAYOUT_INTERLEAVED: return (uint64_t)r % 2;
+    default: return 0;
+    }
+}
+
+/* The layout's table, or NULL for one host without a table (the simulator's default). */
+static const braid_topo_t *layout_topo(int layout, int n, braid_topo_t *t)
+{
+    uint64_t ids[SH_MAXR];
+    if (layout == LAYOUT_ONE)
+        return NULL;
+    for (int r = 0; r < n; r++)
+        ids[r] = 100 + layout_host(layout, r, n);
+    assert_int_equal(braid_topo_build(t, n, ids, NULL), BRAID_OK);
+    return t;
+}
+
+static int env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v ? atoi(v) : def;
+}
+
+static int algo_wanted(const braid_algo_t *a)
+{
+    const char *only = getenv("BRAID_TEST_ALGO");
+    return a == NULL || only == NULL || *only == '\0' || strcmp(only, a->name) == 0;
+}
+
+/* The cost function and the builder agree, on every rank, on whether the call is taken;
+ * every rank takes it or none does. */
+static void check_decline(const tcase_t *tc)
+{
+    int taken = -1;
+    for (int r = 0; r < tc->n; r++) {
+        braid_coll_t c = { .kind = tc->kind, .dtype = tc->dt, .rank = r, .nranks = tc->n,
+                           .root = tc->root, .count = tc->count, .in_place = tc->in_place,
+                           .pull = tc->pull, .topo = tc->topo };
+        braid_sched_t s;
+        braid_sched_init(&s, braid_dtype_size(tc->dt));
+        braid_status_t st = tc->algo->build(&c, &s);
+        braid_sched_free(&s);
+        double cost = tc->algo->cost(&c, &braid_model_default);
+        char desc[256];
+        sh_tc_describe(tc, desc, sizeof(desc));
+        if (st != BRAID_OK && st != BRAID_ERR_UNSUPPORTED)
+            fail_msg("%s: %s on rank %d failed: %d", desc, tc->algo->name, r, (int)st);
+        if ((st == BRAID_OK) != (cost >= 0))
+            fail_msg("%s: %s on rank %d: the builder %s but the cost is %g", desc,
+                     tc->algo->name, r, st == BRAID_OK ? "builds" : "declines", cost);
+        if (taken >= 0 && taken != (st == BRAID_OK))
+            fail_msg("%s: %s builds on some ranks and declines on others", desc,
+                     tc->algo->name);
+        taken = st == BRAID_OK;
+    }
+}
+
+static void run_case(tcase_t *tc)
+{
+    if (tc->algo != NULL)
+        check_decline(tc);
+    sh_run_case(tc);
+}
+
+/* One algorithm (NULL: the tuner) on one collective, every size and layout. */
+static void algo_coll(const braid_algo_t *algo, braid_coll_kind_t kind)
+{
+    int maxn = env_int("BRAID_TEST_MAXN", SH_MAXR);
+    for (int n = 1; n <= maxn && n <= SH_MAXR; n++)
+        for (int layout = 0; layout < (n == 1 ? 1 : LAYOUT_NUM); layout++) {
+            braid_topo_t t;
+            const braid_topo_t *topo = layout_topo(layout, n, &t);
+            const size_t counts[] = { 0, 1, (size_t)n + 1, 97 };
+            const int roots[] = { 0, n / 2, n - 1 };
+            for (int ci = 0; ci < 4; ci++)
+                for (int ip = 0; ip < 2; ip++)
+                    for (int ri = 0; ri < (sh_is_rooted(kind) ? 3 : 1); ri++) {
+                        if (ri > 0 && roots[ri] == roots[ri - 1])
+                            continue;
+                        tcase_t tc = { .kind = kind, .dt = BRAID_INT32, .op = OP_SUM, .n = n,
+                                       .root = roots[ri], .in_place = ip,
+                                       .count = counts[ci],
+                                       .cfg = ci == 3 && ip ? sh_cfg_odd : sh_cfg_tight,
+                                       .algo = algo, .topo = topo };
+                        run_case(&tc);
+                    }
+            if (topo != NULL)
+                braid_topo_free(&t);
+        }
+}
+
+static int is_reduction(braid_coll_kind_t k)
+{
+    return k == BRAID_COLL_ALLREDUCE || k == BRAID_COLL_REDUCE ||
+           k == BRAID_COLL_REDUCESCATTER;
+}
+
+/* Reductions: every op, a per-rank ncclPreMulSum, and random floats whose results must be
+ * bit-identical on every rank. */
+static void algo_ops(const braid_algo_t *algo, braid_coll_kind_t kind)
+{
+    static const int ns[] = { 2, 3, 5, 6, 8, 13, 33 };
+    int maxn = env_int("BRAID_TEST_MAXN", SH_MAXR);
+    for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]) && ns[ni] <= maxn; ni++)
+        for (int layout = 0; layout < LAYOUT_NUM; layout += 3) {
+            int n = ns[ni];
+            braid_topo_t t;
+            const braid_topo_t *topo = layout_topo(layout, n, &t);
+            for (int op = 0; op < OP_NUM + 2; op++) {
+                tcase_t tc = { .kind = kind, .dt = op == OP_NUM + 1 ? BRAID_FP32 : BRAID_INT32,
+                               .op = op < OP_NUM ? op : op == OP_NUM ? OP_PREMULSUM : OP_SUM,
+                               .n = n, .root = n - 1, .in_place = op & 1,
+                               .count = op == OP_NUM + 1 ? 1009 : 53, .cfg = sh_cfg_odd,
+                               .algo = algo, .topo = topo,
+                               .premul_per_rank = op == OP_NUM,
+                               .random = op == OP_NUM + 1 };
+                if ((tc.op == OP_AVG && !sh_avg_exact(tc.dt, n)) ||
+                    (tc.random && kind != BRAID_COLL_ALLREDUCE))
+                    continue;   /* no exact reference; one result to agree on */
+                run_case(&tc);
+            }
+            if (topo != NULL)
+                braid_topo_free(&t);
+        }
+}
+
+static const braid_coll_kind_t tested_colls[] = {
+    BRAID_COLL_ALLREDUCE, BRAID_COLL_ALLGATHER, BRAID_COLL_REDUCESCATTER, BRAID_COLL_BROADCAST,
+    BRAID_COLL_REDUCE, BRAID_COLL_ALLTOALL, BRAID_COLL_GATHER, BRAID_COLL_SCATTER,
+};
+
+static void algo_all(const braid_algo_t *algo)
+{
+    if (!algo_wanted(algo))
+        return;
+    for (size_t k = 0; k < sizeof(tested_colls) / sizeof(tested_colls[0]); k++) {
+        braid_coll_kind_t kind = tested_colls[k];
+        if (algo != NULL && !(algo->colls & (1u << kind)))
+            continue;
+        algo_coll(algo, kind);
+        if (is_reduction(kind))
+            algo_ops(algo, kind);
+    }
+}
+
+static void test_each_algorithm(void **state)
+{
+    (void)state;
+    for (int i = 0; i < braid_nalgos; i++)
+        algo_all(braid_algos[i]);
+}
+
+static void test_tuner_choice(void **state)
+{
+    (void)state;
+    if (getenv("BRAID_TEST_ALGO") == NULL)
+        algo_all(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_each_algorithm),
+        cmocka_unit_test(test_tuner_choice),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

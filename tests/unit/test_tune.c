@@ -1,0 +1,184 @@
+/*
+ * The tuner: NCCL_ALGO / NCCL_PROTO parsing (lists, ^, per collective, NCCL's and braid's
+ * names, errors that list the known names), the choice under a filter, and the agreement
+ * hash.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "algorithms/tune.h"
+#include "topo/topo.h"
+
+static int algo_index(const char *name)
+{
+    for (int i = 0; i < braid_nalgos; i++)
+        if (strcmp(braid_algos[i]->name, name) == 0)
+            return i;
+    fail_msg("no algorithm %s", name);
+    return -1;
+}
+
+static int allowed(const braid_tune_t *t, braid_coll_kind_t k, const char *name)
+{
+    return (t->allow[k] >> algo_index(name)) & 1u;
+}
+
+/* The algorithm the tuner picks for an all-reduce-like call under t. */
+static const char *choice(const braid_tune_t *t, braid_coll_kind_t kind, int n, size_t count,
+                          const braid_topo_t *topo)
+{
+    braid_coll_t c = { .kind = kind, .dtype = BRAID_FP32, .nranks = n, .count = count,
+                       .topo = topo, .tune = t };
+    const braid_algo_t *a[1];
+    double cost[1];
+    return braid_algo_rank(&c, a, cost, 1) > 0 ? a[0]->name : "-";
+}
+
+static void test_algo_lists(void **state)
+{
+    braid_tune_t t;
+    (void)state;
+    braid_tune_init(&t);
+    assert_int_equal(braid_tune_algo(&t, "Ring,TREE"), BRAID_OK);
+    assert_true(allowed(&t, BRAID_COLL_ALLREDUCE, "ring"));
+    assert_true(allowed(&t, BRAID_COLL_ALLREDUCE, "tree"));
+    assert_false(allowed(&t, BRAID_COLL_ALLREDUCE, "oneshot"));
+    /* NCCL's "ring" is chain for broadcast and reduce */
+    assert_true(allowed(&t, BRAID_COLL_BROADCAST, "chain"));
+    assert_false(allowed(&t, BRAID_COLL_BROADCAST, "binomial"));
+    /* a global list leaves alone the collectives it has nothing for */
+    assert_true(allowed(&t, BRAID_COLL_ALLTOALL, "direct"));
+    assert_true(allowed(&t, BRAID_COLL_ALLTOALL, "bruck"));
+    assert_string_equal(t.algo_spec, "Ring,TREE");
+    assert_string_equal(choice(&t, BRAID_COLL_ALLREDUCE, 8, 2, NULL), "tree");
+    assert_string_equal(choice(&t, BRAID_COLL_ALLREDUCE, 4, 1 << 24, NULL), "ring");
+
+    braid_tune_init(&t);
+    assert_int_equal(braid_tune_algo(&t, " ^ oneshot , rd "), BRAID_OK);
+    assert_false(allowed(&t, BRAID_COLL_ALLREDUCE, "oneshot"));
+    assert_false(allowed(&t, BRAID_COLL_ALLGATHER, "rd"));
+    assert_true(allowed(&t, BRAID_COLL_ALLREDUCE, "ring"));
+    assert_true(allowed(&t, BRAID_COLL_ALLREDUCE, "hier"));
+}
+
+static void test_algo_per_collective(void **state)
+{
+    braid_tune_t t;
+    (void)state;
+    braid_tune_init(&t);
+    assert_int_equal(braid_tune_algo(&t, "allreduce:tree;AllGather:^bruck,rd;broadcast:binomial"),
+                     BRAID_OK);
+    assert_true(allowed(&t, BRAID_COLL_ALLREDUCE, "tree"));
+    assert_false(allowed(&t, BRAID_COLL_ALLREDUCE, "ring"));
+    assert_false(allowed(&t, BRAID_COLL_ALLGATHER, "bruck"));
+    assert_false(allowed(&t, BRAID_COLL_ALLGATHER, "rd"));
+    assert_true(allowed(&t, BRAID_COLL_ALLGATHER, "ring"));
+    assert_true(allowed(&t, BRAID_COLL_REDUCESCATTER, "rd"));      /* untouched */
+    assert_string_equal(choice(&t, BRAID_COLL_BROADCAST, 4, 1 << 24, NULL), "binomial");
+    assert_string_equal(choice(&t, BRAID_COLL_ALLREDUCE, 4, 1 << 24, NULL), "tree");
+    /* later sections win; pairwise is direct's all-to-all */
+    assert_int_equal(braid_tune_algo(&t, "allreduce:ring;allreduce:hier;alltoall:pairwise"),
+                     BRAID_OK);
+    assert_false(allowed(&t, BRAID_COLL_ALLREDUCE, "ring"));
+    assert_true(allowed(&t, BRAID_COLL_ALLREDUCE, "hier"));
+    assert_string_equal(choice(&t, BRAID_COLL_ALLTOALL, 8, 1, NULL), "direct");
+    /* hier on one host declines: nothing left */
+    assert_string_equal(choice(&t, BRAID_COLL_ALLREDUCE, 4, 100, NULL), "-");
+}
+
+static void expect_error(const char *spec, const char *part)
+{
+    braid_tune_t t, before;
+    braid_tune_init(&t);
+    before = t;
+    assert_int_equal(braid_tune_algo(&t, spec), BRAID_ERR_INVALID);
+    if (strstr(braid_err_last(), part) == NULL)
+        fail_msg("NCCL_ALGO=\"%s\": \"%s\" lacks \"%s\"", spec, braid_err_last(), part);
+    assert_memory_equal(&t, &before, sizeof(t));           /* nothing changed */
+}
+
+static void test_algo_errors(void **state)
+{
+    (void)state;
+    expect_error("ring,foo", "unknown name \"foo\" (known: ring, oneshot");
+    expect_error("ring,foo", "hier");
+    expect_error("ring,,tree", "an empty name");
+    expect_error("allreduce:", "an empty name");
+    expect_error("allreduxe:ring", "unknown collective \"allreduxe\" (known: AllReduce");
+    expect_error("allreduce:bruck", "leaves AllReduce nothing braid has");
+    expect_error("allreduce:nvls", "leaves AllReduce nothing braid has");
+    expect_error("broadcast:^chain,binomial", "leaves Broadcast nothing");
+    /* known NCCL names braid lacks are accepted in a global list */
+    braid_tune_t t;
+    braid_tune_init(&t);
+    assert_int_equal(braid_tune_algo(&t, "NVLS,CollnetDirect,PAT,ring"), BRAID_OK);
+    assert_true(allowed(&t, BRAID_COLL_ALLREDUCE, "ring"));
+    assert_false(allowed(&t, BRAID_COLL_ALLREDUCE, "tree"));
+}
+
+static void test_proto(void **state)
+{
+    braid_tune_t t;
+    (void)state;
+    braid_tune_init(&t);
+    assert_int_equal(braid_tune_proto(&t, "^LL,ll128"), BRAID_OK);
+    assert_int_equal(t.proto[BRAID_COLL_ALLREDUCE], 1u << BRAID_PROTO_SIMPLE);
+    assert_int_equal(braid_tune_proto(&t, "allreduce:LL"), BRAID_OK);
+    assert_int_equal(t.proto[BRAID_COLL_ALLREDUCE], 1u << BRAID_PROTO_LL);
+    assert_int_equal(t.proto[BRAID_COLL_ALLGATHER], 1u << BRAID_PROTO_SIMPLE);
+    assert_int_equal(braid_tune_proto(&t, "simple,LL256"), BRAID_ERR_INVALID);
+    assert_non_null(strstr(braid_err_last(), "NCCL_PROTO=\"simple,LL256\": unknown name "
+                                             "\"LL256\" (known: LL, LL128, Simple)"));
+}
+
+/* Ranks with different settings must not agree; the same settings must. */
+static void test_hash(void **state)
+{
+    braid_tune_t a, b;
+    (void)state;
+    braid_tune_init(&a);
+    braid_tune_init(&b);
+    assert_true(braid_tune_hash(&a) == braid_tune_hash(&b));
+    assert_int_equal(braid_tune_algo(&b, "^tree"), BRAID_OK);
+    assert_true(braid_tune_hash(&a) != braid_tune_hash(&b));
+    assert_int_equal(braid_tune_algo(&a, "allreduce:^tree;allgather:^tree"), BRAID_OK);
+    assert_true(braid_tune_hash(&a) == braid_tune_hash(&b));   /* same masks, other text */
+    a.calibrate = !b.calibrate;
+    assert_true(braid_tune_hash(&a) != braid_tune_hash(&b));
+}
+
+/* The model decides by link class: with a slow network hier takes the large all-reduce of
+ * 2 hosts x 2 ranks; a 1-rank call costs a local copy. */
+static void test_model_choice(void **state)
+{
+    braid_tune_t t;
+    braid_topo_t topo;
+    const uint64_t ids[4] = { 7, 7, 9, 9 };
+    (void)state;
+    braid_tune_init(&t);
+    assert_int_equal(braid_topo_build(&topo, 4, ids, NULL), BRAID_OK);
+    t.model.beta[BRAID_LINK_NET] = 1.0 / 60;        /* 60 MB/s between hosts */
+    assert_int_equal(braid_tune_algo(&t, "allreduce:ring,hier,oneshot"), BRAID_OK);
+    assert_string_equal(choice(&t, BRAID_COLL_ALLREDUCE, 4, 1 << 24, &topo), "hier");
+    assert_string_equal(choice(&t, BRAID_COLL_ALLREDUCE, 4, 2, &topo), "oneshot");
+    assert_string_equal(choice(&t, BRAID_COLL_ALLREDUCE, 1, 2, NULL), "ring");
+    braid_topo_free(&topo);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_algo_lists),
+        cmocka_unit_test(test_algo_per_collective),
+        cmocka_unit_test(test_algo_errors),
+        cmocka_unit_test(test_proto),
+        cmocka_unit_test(test_hash),
+        cmocka_unit_test(test_model_choice),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
