@@ -162,7 +162,7 @@ static braid_status_t comm_check(void *ctx, const braid_op_t *op, int blocked)
     if (!blocked)
         return BRAID_OK;
     if (op_is_p2p(op)) {
-        int peer = op_waits_on(op);
+        int peer = op_is_p2p(op) ? op->p2p_peer : op_waits_on(op);
         return peer >= 0 && peer != comm->rank ? check_peers(comm, op, peer, peer + 1)
                                                : BRAID_OK;
     }
