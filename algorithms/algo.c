@@ -11,6 +11,9 @@
  * User arguments were checked by src/api/; what arrives here and makes no sense (an unknown
  * collective or datatype, a rank or root outside the communicator) is a braid bug.
  */
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "algorithms/model.h"
 #include "algorithms/sched.h"
 #include "algorithms/tune.h"
@@ -84,6 +87,14 @@ static braid_status_t algo_coll_check(const braid_coll_t *c)
     return BRAID_OK;
 }
 
+static int algo_index(const braid_algo_t *a)
+{
+    int i = 0;
+    while (braid_algos[i] != a)
+        i++;
+    return i;
+}
+
 int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
                     int max)
 {
@@ -122,16 +133,27 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
 {
     const braid_algo_t *order[32];
     double costs[32];
-    size_t es = braid_dtype_size(coll->dtype);
+    size_t es = braid_dtype_size(coll->dtype), bytes = braid_coll_bytes(coll);
     braid_sched_init(s, es);
     BRAID_CHECK(algo_coll_check(coll));
-    int n = braid_algo_rank(coll, order, costs, 32);
+    /* the last choice for this collective, when the size is the same: no cost functions */
+    int cache = coll->tune != NULL && bytes < (UINT64_C(1) << 56), n = 0;
+    uint64_t last = cache ? atomic_load_explicit(&coll->tune->last[coll->kind],
+                                                 memory_order_relaxed) : 0;
+    if (last != 0 && last >> 8 == bytes)
+        order[n++] = braid_algos[(last & 0xff) - 1];
+    else
+        n = braid_algo_rank(coll, order, costs, 32);
     for (int i = 0; i < n; i++) {
         braid_sched_init(s, es);
         braid_status_t st = order[i]->build(coll, s);
         if (st == BRAID_OK) {
             if (algo_p != NULL)
                 *algo_p = order[i];
+            if (cache)
+                atomic_store_explicit(&coll->tune->last[coll->kind],
+                                      (uint64_t)bytes << 8 | (uint64_t)(algo_index(order[i]) + 1),
+                                      memory_order_relaxed);
             return BRAID_OK;
         }
         braid_sched_free(s);

@@ -128,7 +128,7 @@ static double binomial_cost(const braid_coll_t *c, const braid_model_t *m)
     if (c->kind != BRAID_COLL_BROADCAST && c->kind != BRAID_COLL_REDUCE)
         return BRAID_COST_NONE;
     if (n == 1)
-        return m->step + b * m->beta[BRAID_LINK_SELF];
+        return braid_model_local(m, b);
     while ((1 << d) < n)
         d++;
     return d * (m->alpha[l] + m->step) + (d * b + (d - 1) * braid_model_slice(m, b)) * m->beta[l] +

@@ -222,7 +222,7 @@ static double bruck_cost(const braid_coll_t *c, const braid_model_t *m)
 {
     int n = c->nranks;
     double blk = (double)c->count * (double)braid_dtype_size(c->dtype);
-    double share = braid_model_nic_share(c), t = m->step + blk * m->beta[BRAID_LINK_SELF], fill;
+    double share = braid_model_nic_share(c), t = braid_model_local(m, blk), fill;
     braid_link_t l = braid_coll_worst(c);
 
     switch (c->kind) {

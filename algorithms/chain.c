@@ -81,7 +81,7 @@ static double chain_cost(const braid_coll_t *c, const braid_model_t *m)
     double b = (double)braid_coll_bytes(c);
     braid_link_t l = braid_coll_worst(c);
     if (n == 1)
-        return m->step + b * m->beta[BRAID_LINK_SELF];
+        return braid_model_local(m, b);
     double fill = (n - 2) * braid_model_slice(m, b);
     return (n - 1) * (m->alpha[l] + m->step) + (b + fill) * m->beta[l] +
            (c->kind == BRAID_COLL_REDUCE ? b + fill : 0) * m->gamma;

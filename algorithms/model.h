@@ -65,6 +65,12 @@ double braid_model_steps(const braid_model_t *m, braid_link_t l, int nsteps, dou
  * rank at once: the bytes one host's ranks send off the host, over what one rank sends. */
 double braid_model_nic_share(const struct braid_coll *c);
 
+/* One rank: the call is a local copy of b bytes. */
+static inline double braid_model_local(const braid_model_t *m, double b)
+{
+    return m->step + b * m->beta[BRAID_LINK_SELF];
+}
+
 /*
  * Extra passes over the user's buffers: an algorithm of several stages writes what it
  * receives into the buffer and reads it again in a later stage, where the ring's fused

@@ -65,18 +65,16 @@ static braid_status_t rabenseifner_build(const braid_coll_t *c, braid_sched_t *s
  */
 static double rabenseifner_cost(const braid_coll_t *c, const braid_model_t *m)
 {
-    int n = c->nranks, p = 1, L = 0;
+    braid_rd_t rd;
     double b = (double)braid_coll_bytes(c);
     braid_link_t l = braid_coll_worst(c);
     if (c->kind != BRAID_COLL_ALLREDUCE)
         return BRAID_COST_NONE;
-    if (n == 1)
-        return m->step + b * m->beta[BRAID_LINK_SELF];
-    while (2 * p <= n) {
-        p *= 2;
-        L++;
-    }
-    double fold = n != p ? 1 : 0, moved = 2 * b * (p - 1) / p + 2 * fold * b;
+    if (c->nranks == 1)
+        return braid_model_local(m, b);
+    braid_rd_init(&rd, c, 0);
+    int p = rd.p, L = rd.rounds;
+    double fold = rd.extra > 0 ? 1 : 0, moved = 2 * b * (p - 1) / p + 2 * fold * b;
     int hops = 2 * L + 2 * (int)fold;
     return braid_model_steps(m, l, hops, moved / hops, braid_model_nic_share(c),
                              b * (p - 1) / p + fold * b) +

@@ -281,17 +281,15 @@ static braid_status_t rd_build(const braid_coll_t *c, braid_sched_t *s)
  */
 static double rd_cost(const braid_coll_t *c, const braid_model_t *m)
 {
-    int n = c->nranks, p = 1, L = 0;
-    double b = (double)braid_coll_bytes(c), fold;
+    braid_rd_t rd;
+    double b = (double)braid_coll_bytes(c);
     braid_link_t l = braid_coll_worst(c);
     double share = braid_model_nic_share(c);
-    if (n == 1)
-        return m->step + b * m->beta[BRAID_LINK_SELF];
-    while (2 * p <= n) {
-        p *= 2;
-        L++;
-    }
-    fold = n != p ? 1 : 0;
+    if (c->nranks == 1)
+        return braid_model_local(m, b);
+    braid_rd_init(&rd, c, 0);
+    int p = rd.p, L = rd.rounds;
+    double fold = rd.extra > 0 ? 1 : 0;
     int hops = L + 2 * (int)fold;
     switch (c->kind) {
     case BRAID_COLL_ALLREDUCE:

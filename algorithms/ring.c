@@ -144,7 +144,7 @@ static double ring_cost(const braid_coll_t *c, const braid_model_t *m)
     braid_link_t l = braid_coll_worst(c);
     double share = l == BRAID_LINK_NET && c->topo != NULL ? c->topo->ring_out : 1;
     if (n == 1)
-        return m->step + b * m->beta[BRAID_LINK_SELF];
+        return braid_model_local(m, b);
     switch (c->kind) {
     case BRAID_COLL_ALLREDUCE:
         return braid_model_steps(m, l, 2 * (n - 1), b / n, share, b * (n - 1) / n);

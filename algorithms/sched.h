@@ -129,9 +129,10 @@ typedef struct braid_coll {
     /* alltoallv only: element counts and displacements, nranks each */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
     /* The communicator's layout (NULL: every rank on one host) and its tuning (NULL: the
-     * default cost model, every algorithm allowed). */
+     * default cost model, every algorithm allowed; not const: the tuner remembers its last
+     * choice there). */
     const struct braid_topo *topo;
-    const struct braid_tune *tune;
+    struct braid_tune *tune;
 } braid_coll_t;
 
 #define BRAID_SCHED_INLINE 16     /* steps stored in the struct: no allocation for most calls */

@@ -8,19 +8,6 @@
 
 #include "algorithms/tune.h"
 
-static uint32_t algo_claims(int kind);
-static uint32_t proto_claims(int kind);
-
-void braid_tune_init(braid_tune_t *t)
-{
-    memset(t, 0, sizeof(*t));
-    t->model = braid_model_default;
-    for (int k = 0; k < BRAID_COLL_NUM; k++) {
-        t->allow[k] = algo_claims(k);
-        t->proto[k] = proto_claims(k);
-    }
-}
-
 /* What a setting's names mean: a mask per name (0 for a name known to NCCL that braid has
  * nothing for), and which bits apply to each collective. */
 typedef struct tune_names {
@@ -96,6 +83,16 @@ static uint32_t proto_claims(int kind)
 static void proto_known(char *buf, size_t len)
 {
     snprintf(buf, len, "LL, LL128, Simple");
+}
+
+void braid_tune_init(braid_tune_t *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->model = braid_model_default;
+    for (int k = 0; k < BRAID_COLL_NUM; k++) {
+        t->allow[k] = algo_claims(k);
+        t->proto[k] = proto_claims(k);
+    }
 }
 
 static void coll_known(char *buf, size_t len)

@@ -37,6 +37,10 @@ typedef struct braid_tune {
     int calibrate;                      /* measure the model at creation (src/core/calib.c) */
     uint32_t proto[BRAID_COLL_NUM];     /* bit per protocol NCCL_PROTO allows (LL, LL128,
                                          * Simple) */
+    /* The last choice per collective: bytes << 8 | (index in braid_algos + 1), 0 none. The
+     * choice depends on a call only through its collective and bytes (the rest is the
+     * communicator's), so a call of the same size reuses it (algorithms/algo.c). */
+    _Atomic uint64_t last[BRAID_COLL_NUM];
 } braid_tune_t;
 
 enum { BRAID_PROTO_LL, BRAID_PROTO_LL128, BRAID_PROTO_SIMPLE, BRAID_NPROTOS };

@@ -117,7 +117,7 @@ static const braid_coll_kind_t info_colls[] = {
 };
 #define INFO_NCOLLS ((int)(sizeof(info_colls) / sizeof(info_colls[0])))
 
-static void info_choice_print(FILE *out, const braid_topo_t *t, const braid_tune_t *tune)
+static void info_choice_print(FILE *out, const braid_topo_t *t, braid_tune_t *tune)
 {
     fprintf(out, "  the tuner's choice (float32, processes without single copy; NCCL_ALGO "
             "\"%s\"):\n  %10s", tune->algo_spec, "bytes");

@@ -29,7 +29,7 @@ static int allowed(const braid_tune_t *t, braid_coll_kind_t k, const char *name)
 }
 
 /* The algorithm the tuner picks for an all-reduce-like call under t. */
-static const char *choice(const braid_tune_t *t, braid_coll_kind_t kind, int n, size_t count,
+static const char *choice(braid_tune_t *t, braid_coll_kind_t kind, int n, size_t count,
                           const braid_topo_t *topo)
 {
     braid_coll_t c = { .kind = kind, .dtype = BRAID_FP32, .nranks = n, .count = count,
