@@ -17,6 +17,7 @@
 #include "algorithms/model.h"
 #include "algorithms/sched.h"
 #include "algorithms/tune.h"
+#include "core/log.h"
 
 extern const braid_algo_t braid_algo_oneshot;
 extern const braid_algo_t braid_algo_twoshot;
@@ -124,6 +125,24 @@ int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double
     return n;
 }
 
+/* A new choice for a collective (a new size, or another answer of the plugin), at TUNING
+ * (not for send and receive, which have one algorithm).
+ * `own`: braid's own choice when the tuner plugin overrode it. */
+static void algo_log_choice(const braid_coll_t *coll, size_t bytes, const braid_algo_t *a,
+                            const braid_algo_t *own)
+{
+    if (!BRAID_LOG_ENABLED(BRAID_LOG_INFO, BRAID_SUB_TUNING) || coll->kind == BRAID_COLL_SEND ||
+        coll->kind == BRAID_COLL_RECV)
+        return;
+    if (own != NULL)
+        BRAID_INFO(BRAID_SUB_TUNING, "tuner: %s of %zu bytes: %s, chosen by the tuner plugin "
+                   "%s (braid's model: %s)", braid_coll_name(coll->kind), bytes, a->name,
+                   braid_tune_plugin_name(), own->name);
+    else
+        BRAID_INFO(BRAID_SUB_TUNING, "tuner: %s of %zu bytes: %s", braid_coll_name(coll->kind),
+                   bytes, a->name);
+}
+
 /*
  * `s` need not be initialised: it is (re)initialised for each algorithm tried. On error it
  * is left empty (freed), so the caller has nothing to release.
@@ -136,24 +155,33 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
     size_t es = braid_dtype_size(coll->dtype), bytes = braid_coll_bytes(coll);
     braid_sched_init(s, es);
     BRAID_CHECK(algo_coll_check(coll));
-    /* the last choice for this collective, when the size is the same: no cost functions */
-    int cache = coll->tune != NULL && bytes < (UINT64_C(1) << 56), n = 0;
-    uint64_t last = cache ? atomic_load_explicit(&coll->tune->last[coll->kind],
+    /* The last choice for this collective, when the size is the same: no cost functions
+     * (a tuner plugin is asked every time, as NCCL does). */
+    int tuned = coll->tune != NULL && bytes < (UINT64_C(1) << 56), n = 0, plugged = 0;
+    int plugin = tuned && coll->tune->plugin_on;
+    uint64_t last = tuned ? atomic_load_explicit(&coll->tune->last[coll->kind],
                                                  memory_order_relaxed) : 0;
-    if (last != 0 && last >> 8 == bytes)
+    const braid_algo_t *own = NULL;     /* braid's choice, for the log */
+    if (!plugin && last != 0 && last >> 8 == bytes) {
         order[n++] = braid_algos[(last & 0xff) - 1];
-    else
+    } else {
         n = braid_algo_rank(coll, order, costs, 32);
+        own = n > 0 ? order[0] : NULL;
+        if (plugin)
+            plugged = braid_tune_plugin_pick(coll, order, costs, n);
+    }
     for (int i = 0; i < n; i++) {
         braid_sched_init(s, es);
         braid_status_t st = order[i]->build(coll, s);
         if (st == BRAID_OK) {
             if (algo_p != NULL)
                 *algo_p = order[i];
-            if (cache)
-                atomic_store_explicit(&coll->tune->last[coll->kind],
-                                      (uint64_t)bytes << 8 | (uint64_t)(algo_index(order[i]) + 1),
+            uint64_t now = (uint64_t)bytes << 8 | (uint64_t)(algo_index(order[i]) + 1);
+            if (tuned && now != last) {
+                atomic_store_explicit(&coll->tune->last[coll->kind], now,
                                       memory_order_relaxed);
+                algo_log_choice(coll, bytes, order[i], plugged && i == 0 ? own : NULL);
+            }
             return BRAID_OK;
         }
         braid_sched_free(s);

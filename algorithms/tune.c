@@ -211,12 +211,14 @@ braid_status_t braid_tune_proto(braid_tune_t *t, const char *spec)
 
 uint64_t braid_tune_hash(const braid_tune_t *t)
 {
-    uint64_t h = 1469598103934665603ull;                /* FNV-1a over the masks */
+    uint64_t h = 1469598103934665603ull;    /* FNV-1a over the masks and the plugin */
     for (int k = 0; k < BRAID_COLL_NUM; k++) {
         uint32_t v[3] = { t->allow[k], t->proto[k], (uint32_t)t->calibrate };
         const unsigned char *p = (const unsigned char *)v;
         for (size_t i = 0; i < sizeof(v); i++)
             h = (h ^ p[i]) * 1099511628211ull;
     }
+    for (const char *c = t->plugin_spec; *c != '\0'; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
     return h;
 }

@@ -20,6 +20,9 @@
  * NCCL_PROTO takes the same syntax over LL, LL128 and Simple; braid has one protocol,
  * Simple-like (slots of whole slices), so the setting is checked and otherwise has no
  * effect (a warning says so when it leaves Simple out).
+ *
+ * NCCL_TUNER_PLUGIN loads an NCCL tuner plugin that may override the choice of broadcast,
+ * reduce, all-gather, reduce-scatter and all-reduce (algorithms/tune_plugin.c).
  */
 #ifndef BRAID_ALGORITHMS_TUNE_H
 #define BRAID_ALGORITHMS_TUNE_H
@@ -41,6 +44,12 @@ typedef struct braid_tune {
      * choice depends on a call only through its collective and bytes (the rest is the
      * communicator's), so a call of the same size reuses it (algorithms/algo.c). */
     _Atomic uint64_t last[BRAID_COLL_NUM];
+    /* NCCL_TUNER_PLUGIN ("": none) and this communicator's context in it */
+    char plugin_spec[128];
+    int plugin_on;                      /* the plugin's init succeeded: ask it */
+    void *plugin_ctx;
+    _Atomic uint32_t plugin_warned;     /* bit per collective: a choice braid cannot run
+                                         * was logged */
 } braid_tune_t;
 
 enum { BRAID_PROTO_LL, BRAID_PROTO_LL128, BRAID_PROTO_SIMPLE, BRAID_NPROTOS };
@@ -53,7 +62,24 @@ void braid_tune_init(braid_tune_t *t);
 braid_status_t braid_tune_algo(braid_tune_t *t, const char *spec);
 braid_status_t braid_tune_proto(braid_tune_t *t, const char *spec);
 
-/* A hash of what the tuning allows, for the ranks to compare at init. */
+/* A hash of what the tuning allows (and the tuner plugin's setting), for the ranks to
+ * compare at init. */
 uint64_t braid_tune_hash(const braid_tune_t *t);
+
+/* NCCL_TUNER_PLUGIN's value (NULL, "" or "none": nothing): load the library once per
+ * process; an error says why it cannot be used. Before the bootstrap. */
+braid_status_t braid_tune_plugin_load(braid_tune_t *t, const char *value);
+/* The plugin's init for this communicator (nothing without a plugin): `nhosts` hosts of
+ * `minlocal` to `maxlocal` ranks each. */
+braid_status_t braid_tune_plugin_init(braid_tune_t *t, uint64_t comm_id, int nranks,
+                                      int nhosts, int minlocal, int maxlocal);
+/* The plugin's finalize for this communicator (nothing when its init did not run). */
+void braid_tune_plugin_fini(braid_tune_t *t);
+/* Ask the plugin about the call, given braid's ranking (order/costs, n entries, cheapest
+ * first): 1 when it chose one of them, which is then moved to order[0]; else 0. */
+int braid_tune_plugin_pick(const braid_coll_t *coll, const braid_algo_t **order,
+                           const double *costs, int n);
+/* The loaded plugin's name, for messages. */
+const char *braid_tune_plugin_name(void);
 
 #endif

@@ -24,7 +24,7 @@ typedef struct braid_msg_hdr {
     uint8_t kind;       /* braid_coll_kind_t */
     uint8_t dtype;
     uint8_t op;         /* ncclRedOp_t as called (255: none) */
-    uint8_t pad;
+    uint8_t algo;       /* the algorithm: its index in braid_algos + 1 */
     int32_t root;       /* -1 when the call has none */
 } braid_msg_hdr_t;
 

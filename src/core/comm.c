@@ -232,18 +232,15 @@ static braid_status_t comm_slots(braid_comm_t *comm)
     return BRAID_OK;
 }
 
-/* NCCL_ALGO and NCCL_PROTO, before the bootstrap: a bad value fails at once. */
+/* NCCL_ALGO, NCCL_PROTO and NCCL_TUNER_PLUGIN, before the bootstrap: a bad value fails at
+ * once. */
 static braid_status_t comm_tune_parse(braid_comm_t *comm)
 {
-    const char *plugin = braid_param_str(BRAID_P_TUNER_PLUGIN);
-    if (*plugin != '\0')
-        return braid_err(BRAID_ERR_UNSUPPORTED, "NCCL_TUNER_PLUGIN=\"%s\": braid does not load "
-                         "NCCL tuner plugins; unset it (braid's own tuner then decides) or "
-                         "steer the choice with NCCL_ALGO", plugin);
     braid_tune_init(&comm->tune);
     BRAID_CHECK(braid_tune_algo(&comm->tune, braid_param_str(BRAID_P_ALGO)));
     BRAID_CHECK(braid_tune_proto(&comm->tune, braid_param_str(BRAID_P_PROTO)));
     comm->tune.calibrate = (int)braid_param_int(BRAID_P_CALIBRATE);
+    BRAID_CHECK(braid_tune_plugin_load(&comm->tune, braid_param_str(BRAID_P_TUNER_PLUGIN)));
     for (int k = 0; k < BRAID_COLL_NUM; k++)
         if (!(comm->tune.proto[k] & (1u << BRAID_PROTO_SIMPLE))) {
             BRAID_WARN("NCCL_PROTO=\"%s\" leaves out Simple for %s: braid has only its "
@@ -254,18 +251,31 @@ static braid_status_t comm_tune_parse(braid_comm_t *comm)
     return BRAID_OK;
 }
 
-/* Every rank must choose algorithms alike: the same NCCL_ALGO/NCCL_PROTO masks. */
+/* Every rank must choose algorithms alike: the same NCCL_ALGO/NCCL_PROTO masks and tuner
+ * plugin. */
 static braid_status_t comm_tune_agree(braid_comm_t *comm)
 {
     for (int r = 1; r < comm->nranks; r++)
         if (comm->peers[r].tune_hash != comm->peers[0].tune_hash)
-            return braid_err(BRAID_ERR_INVALID, "NCCL_ALGO/NCCL_PROTO/BRAID_CALIBRATE differ "
-                             "between ranks: rank %d's allow other algorithms or protocols, "
-                             "or calibrate otherwise, than rank 0's (this rank has "
-                             "NCCL_ALGO=\"%s\"); set them alike on every rank", r,
-                             braid_param_str(BRAID_P_ALGO));
+            return braid_err(BRAID_ERR_INVALID, "NCCL_ALGO/NCCL_PROTO/BRAID_CALIBRATE/"
+                             "NCCL_TUNER_PLUGIN differ between ranks: rank %d's allow other "
+                             "algorithms or protocols, calibrate otherwise or name another "
+                             "tuner plugin than rank 0's (this rank has NCCL_ALGO=\"%s\", "
+                             "NCCL_TUNER_PLUGIN=\"%s\"); set them alike on every rank", r,
+                             braid_param_str(BRAID_P_ALGO), comm->tune.plugin_spec);
     comm->tune.model.slice = (double)comm->slot_size;
     return BRAID_OK;
+}
+
+static braid_status_t comm_tune_plugin_init(braid_comm_t *comm)
+{
+    const braid_topo_t *t = &comm->topo;
+    int minlocal = comm->nranks;
+    for (int h = 0; h < t->nhosts; h++)
+        if (braid_topo_nlocal(t, h) < minlocal)
+            minlocal = braid_topo_nlocal(t, h);
+    return braid_tune_plugin_init(&comm->tune, comm->nonce, comm->nranks, t->nhosts, minlocal,
+                                  t->maxlocal);
 }
 
 static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_args_t *a)
@@ -287,6 +297,7 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     BRAID_CHECK(braid_shm_setup(comm));
     BRAID_CHECK(braid_net_setup(comm));
     BRAID_CHECK(braid_calibrate(comm));
+    BRAID_CHECK(comm_tune_plugin_init(comm));
     braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
     atomic_store(&ctrl->state, BRAID_COMM_READY);
     BRAID_INFO(BRAID_SUB_INIT, "comm %p rank %d nranks %d nonce %016llx%s%s - init done",

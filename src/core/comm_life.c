@@ -179,6 +179,7 @@ void braid_comm_free(braid_comm_t *comm, int abort)
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
+    braid_tune_plugin_fini(&comm->tune);
     braid_net_teardown(comm, final);
     braid_shm_teardown(comm, final);
     if (comm->bs != NULL)

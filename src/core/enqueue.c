@@ -58,9 +58,14 @@ static braid_status_t lower_redop(braid_comm_t *comm, const braid_call_t *call,
     return BRAID_OK;
 }
 
-static void op_header(braid_comm_t *comm, const braid_call_t *call, braid_op_t *op)
+static void op_header(braid_comm_t *comm, const braid_call_t *call, const braid_algo_t *algo,
+                      braid_op_t *op)
 {
     braid_msg_hdr_t *h = &op->hdr;
+    h->algo = 0;
+    for (int i = 0; i < braid_nalgos; i++)
+        if (braid_algos[i] == algo)
+            h->algo = (uint8_t)(i + 1);
     h->kind = (uint8_t)call->kind;
     h->dtype = (uint8_t)call->dtype;
     h->op = call->op < 0 ? 255 : (uint8_t)(call->op < 5 ? call->op : 5);
@@ -127,7 +132,8 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
     coll.pull = braid_shm_pull(comm, &coll.pull_min);
     braid_sched_init(&op->sched, braid_dtype_size(call->dtype));
     BRAID_CHECK(lower_redop(comm, call, &op->redop));
-    BRAID_CHECK(braid_algo_build(&coll, &op->sched, NULL));
+    const braid_algo_t *algo = NULL;
+    BRAID_CHECK(braid_algo_build(&coll, &op->sched, &algo));
     op->bufs[BRAID_BUF_SEND] = (void *)call->sendbuf;
     op->bufs[BRAID_BUF_RECV] = call->recvbuf;
     op->dtype = call->dtype;
@@ -141,7 +147,7 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
     op->oversubscribed = comm->oversubscribed;
     op->stream_out = !coll.in_place && comm->stream_min > 0 &&
                      call_out_bytes(comm, call) >= comm->stream_min;
-    op_header(comm, call, op);
+    op_header(comm, call, algo, op);
     return BRAID_OK;
 }
 

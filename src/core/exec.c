@@ -190,9 +190,29 @@ void braid_op_finish(braid_op_t *op)
     op->started = 0;
 }
 
+static int hdr_equal(const braid_msg_hdr_t *a, const braid_msg_hdr_t *b)
+{
+    return a->seq == b->seq && a->count == b->count && a->kind == b->kind &&
+           a->dtype == b->dtype && a->op == b->op && a->root == b->root && a->algo == b->algo;
+}
+
+static const char *hdr_algo(const braid_msg_hdr_t *h)
+{
+    return h->algo >= 1 && h->algo <= braid_nalgos ? braid_algos[h->algo - 1]->name : "?";
+}
+
 static braid_status_t hdr_mismatch(const braid_op_t *op, int peer, const braid_msg_hdr_t *got)
 {
     const braid_msg_hdr_t *e = &op->expect;
+    braid_msg_hdr_t same = *got;
+    same.algo = e->algo;
+    if (got->algo != e->algo && hdr_equal(&same, e))
+        return braid_err(BRAID_ERR_REMOTE,
+                         "mismatched algorithms: rank %d runs %s #%llu with %s while rank %d "
+                         "runs it with %s; every rank must choose alike (a tuner plugin must "
+                         "answer the same on every rank)", peer,
+                         braid_coll_name((braid_coll_kind_t)got->kind),
+                         (unsigned long long)got->seq, hdr_algo(got), op->rank, hdr_algo(e));
     return braid_err(BRAID_ERR_REMOTE,
                      "mismatched calls: rank %d sent %s #%llu (count %llu, %s, op %d, root %d) "
                      "while rank %d expects %s #%llu (count %llu, %s, op %d, root %d); every "
@@ -203,12 +223,6 @@ static braid_status_t hdr_mismatch(const braid_op_t *op, int peer, const braid_m
                      op->rank, braid_coll_name((braid_coll_kind_t)e->kind),
                      (unsigned long long)e->seq, (unsigned long long)e->count,
                      braid_dtype_name((braid_dtype_t)e->dtype), e->op, (int)e->root);
-}
-
-static int hdr_equal(const braid_msg_hdr_t *a, const braid_msg_hdr_t *b)
-{
-    return a->seq == b->seq && a->count == b->count && a->kind == b->kind &&
-           a->dtype == b->dtype && a->op == b->op && a->root == b->root;
 }
 
 static char *ref_ptr(const braid_op_t *op, braid_ref_t r, size_t off)

@@ -89,8 +89,8 @@ static const param_entry_t param_table[] = {
         "measure the links' latency and bandwidth at communicator creation for the tuner "
         "(a few ms, cached per layout in the process); 0: the built-in cost model"),
     [BRAID_P_TUNER_PLUGIN] = P_STR("TUNER_PLUGIN", "NCCL_TUNER_PLUGIN", "",
-        "an NCCL tuner plugin: not supported, communicator creation fails when set (use "
-        "NCCL_ALGO)"),
+        "an NCCL tuner plugin (ncclTunerPlugin_v4 or v5) that may override the tuner: NAME "
+        "(libnccl-tuner-NAME.so) or a path; none: no plugin"),
 };
 
 _Static_assert(sizeof(param_table) / sizeof(param_table[0]) == BRAID_P_COUNT,

@@ -15,7 +15,8 @@
  *        a profiler handle each
  *
  * Both braid (transports/net/plugin/plugin.c) and the test plugin of the test suite
- * (tests/plugin/net_plugin_test.c) include it; it needs only include/nccl.h.
+ * (tests/plugin/net_plugin_test.c) include it; it needs only include/nccl.h and
+ * src/core/nccl_ext.h.
  */
 #ifndef BRAID_TRANSPORTS_NET_PLUGIN_NCCL_NET_H
 #define BRAID_TRANSPORTS_NET_PLUGIN_NCCL_NET_H
@@ -23,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/nccl_ext.h"
 #include "nccl.h"
 
 /* Bytes of a listen handle, the opaque blob a receiver gives its sender. */
@@ -32,38 +34,6 @@
 #define NCCL_PTR_HOST 0x1
 #define NCCL_PTR_CUDA 0x2
 #define NCCL_PTR_DMABUF 0x4
-
-/* Log levels and subsystem bits a plugin passes to the logger NCCL gives it at init. */
-typedef enum {
-    NCCL_LOG_NONE = 0,
-    NCCL_LOG_VERSION = 1,
-    NCCL_LOG_WARN = 2,
-    NCCL_LOG_INFO = 3,
-    NCCL_LOG_ABORT = 4,
-    NCCL_LOG_TRACE = 5,
-} ncclDebugLogLevel;
-
-typedef enum {
-    NCCL_INIT = 0x1,
-    NCCL_COLL = 0x2,
-    NCCL_P2P = 0x4,
-    NCCL_SHM = 0x8,
-    NCCL_NET = 0x10,
-    NCCL_GRAPH = 0x20,
-    NCCL_TUNING = 0x40,
-    NCCL_ENV = 0x80,
-    NCCL_ALLOC = 0x100,
-    NCCL_CALL = 0x200,
-    NCCL_PROXY = 0x400,
-    NCCL_NVLS = 0x800,
-    NCCL_BOOTSTRAP = 0x1000,
-    NCCL_REG = 0x2000,
-    NCCL_ALL = ~0,
-} ncclDebugLogSubSys;
-
-/* printf-like; `flags` is a mask of ncclDebugLogSubSys. */
-typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags,
-                                  const char *file, int line, const char *fmt, ...);
 
 /* v10: NCCL's profiler hook for network events (braid passes NULL). */
 typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *phandle,

@@ -39,6 +39,7 @@
 
 #include "core/log.h"
 #include "core/param.h"
+#include "core/plugin.h"
 #include "core/socket.h"
 #include "transports/net/net.h"
 #include "transports/net/plugin/nccl_net.h"
@@ -100,48 +101,6 @@ typedef struct plug_mr {
 
 /* ---- results and log lines -------------------------------------------------------------- */
 
-static const char *plug_result_str(ncclResult_t r)
-{
-    switch (r) {
-    case ncclSuccess:
-        return "success (ncclSuccess)";
-    case ncclUnhandledCudaError:
-        return "a CUDA call failed (ncclUnhandledCudaError)";
-    case ncclSystemError:
-        return "a system call failed (ncclSystemError)";
-    case ncclInternalError:
-        return "an internal error of the plugin (ncclInternalError)";
-    case ncclInvalidArgument:
-        return "invalid argument (ncclInvalidArgument)";
-    case ncclInvalidUsage:
-        return "invalid usage (ncclInvalidUsage)";
-    case ncclRemoteError:
-        return "the remote side failed or went away (ncclRemoteError)";
-    case ncclInProgress:
-        return "in progress (ncclInProgress), which a net plugin must not return";
-    default:
-        return "an unknown ncclResult_t";
-    }
-}
-
-static braid_status_t plug_status(ncclResult_t r)
-{
-    switch (r) {
-    case ncclUnhandledCudaError:
-        return BRAID_ERR_DEVICE;
-    case ncclSystemError:
-        return BRAID_ERR_SYSTEM;
-    case ncclInvalidArgument:
-        return BRAID_ERR_INVALID;
-    case ncclInvalidUsage:
-        return BRAID_ERR_USAGE;
-    case ncclRemoteError:
-        return BRAID_ERR_REMOTE;
-    default:
-        return BRAID_ERR_INTERNAL;
-    }
-}
-
 static const char *plug_name(void)
 {
     return plug_g.ops.name != NULL ? plug_g.ops.name : "?";
@@ -151,8 +110,8 @@ static const char *plug_name(void)
 static braid_status_t plug_fail_text(const char *call, ncclResult_t r, char *buf, size_t len)
 {
     snprintf(buf, len, "net plugin %s: %s failed: %s (ncclResult_t %d)", plug_name(), call,
-             plug_result_str(r), (int)r);
-    return plug_status(r);
+             braid_plugin_result_str(r), (int)r);
+    return braid_plugin_status(r);
 }
 
 static braid_status_t plug_fail(const char *call, ncclResult_t r)
@@ -162,39 +121,17 @@ static braid_status_t plug_fail(const char *call, ncclResult_t r)
     return braid_err(st, "%s", msg);
 }
 
-static braid_log_level_t plug_level(ncclDebugLogLevel level)
-{
-    switch (level) {
-    case NCCL_LOG_VERSION:
-        return BRAID_LOG_VERSION;
-    case NCCL_LOG_WARN:
-        return BRAID_LOG_WARN;
-    case NCCL_LOG_INFO:
-        return BRAID_LOG_INFO;
-    case NCCL_LOG_ABORT:
-        return BRAID_LOG_ABORT;
-    case NCCL_LOG_TRACE:
-        return BRAID_LOG_TRACE;
-    default:
-        return BRAID_LOG_NONE;
-    }
-}
-
 /* The logger the plugin gets: its subsystem bits are NCCL's, which are braid's too. */
 __attribute__((format(printf, 5, 6)))
 static void plug_logger(ncclDebugLogLevel level, unsigned long flags, const char *file,
                         int line, const char *fmt, ...)
 {
-    braid_log_level_t lvl = plug_level(level);
-    uint64_t sub = flags != 0 ? (uint64_t)flags : (uint64_t)BRAID_SUB_NET;
-    char msg[1024];
+    char who[96];
     va_list ap;
-    if (lvl == BRAID_LOG_NONE || (lvl != BRAID_LOG_WARN && !BRAID_LOG_ENABLED(lvl, sub)))
-        return;
+    snprintf(who, sizeof(who), "net plugin %s", plug_name());
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    braid_plugin_vlog(level, flags, BRAID_SUB_NET, file, line, who, fmt, ap);
     va_end(ap);
-    braid_log(lvl, sub, file, line, "net plugin %s: %s", plug_name(), msg);
 }
 
 /* v10 plugins get a profiler callback; braid has no profiler, so events go nowhere. */
@@ -406,7 +343,7 @@ static void plug_close_comm(void *comm)
                                     : plug_g.call.close_recv(c->comm);
         if (r != ncclSuccess)
             BRAID_WARN("net plugin %s: %s failed: %s", plug_name(),
-                       c->is_send ? "closeSend" : "closeRecv", plug_result_str(r));
+                       c->is_send ? "closeSend" : "closeRecv", braid_plugin_result_str(r));
     }
     free(c);
 }
@@ -417,7 +354,8 @@ static void plug_close_listen(void *listen)
         return;
     ncclResult_t r = plug_g.call.close_listen(listen);
     if (r != ncclSuccess)
-        BRAID_WARN("net plugin %s: closeListen failed: %s", plug_name(), plug_result_str(r));
+        BRAID_WARN("net plugin %s: closeListen failed: %s", plug_name(),
+                   braid_plugin_result_str(r));
 }
 
 /* ---- memory and messages ---------------------------------------------------------------- */
@@ -565,19 +503,6 @@ static const braid_net_ops_t plug_ops = {
 
 /* ---- loading ---------------------------------------------------------------------------- */
 
-/* NCCL's rule: a path or a file name is used as given, NAME means libnccl-net-NAME.so.
- * 0, or -1 when it does not fit. */
-static int plug_path_of(const char *value, char *path, size_t len)
-{
-    size_t n = strlen(value);
-    int w;
-    if (strchr(value, '/') != NULL || (n >= 3 && strcmp(value + n - 3, ".so") == 0))
-        w = snprintf(path, len, "%s", value);
-    else
-        w = snprintf(path, len, "libnccl-net-%s.so", value);
-    return w >= 0 && (size_t)w < len ? 0 : -1;
-}
-
 #define PLUG_CALLS_OF(_t)                                                                  \
     ((plug_calls_t){ .devices = (_t)->devices, .listen = (_t)->listen,                     \
                      .accept = (_t)->accept, .reg_mr = (_t)->regMr,                        \
@@ -606,18 +531,6 @@ static int plug_find_table(void *dl)
     return 0;
 }
 
-/* The newest older table the library has, for the error message (0: none). */
-static int plug_old_version(void *dl)
-{
-    char sym[32];
-    for (int v = 7; v >= 1; v--) {
-        snprintf(sym, sizeof(sym), "ncclNetPlugin_v%d", v);
-        if (dlsym(dl, sym) != NULL)
-            return v;
-    }
-    return 0;
-}
-
 /* The first of the functions braid calls that the table lacks, or NULL. */
 #define PLUG_MISSING_OF(_t)                                                                \
     (!(_t)->init ? "init" : !(_t)->getProperties ? "getProperties"                         \
@@ -642,7 +555,7 @@ static braid_status_t plug_open(const char *value)
 {
     char *err = plug_g.load_err;
     size_t len = sizeof(plug_g.load_err);
-    if (plug_path_of(value, plug_g.path, sizeof(plug_g.path)) != 0) {
+    if (braid_plugin_path(value, "net", plug_g.path, sizeof(plug_g.path)) != 0) {
         snprintf(err, len, "net: NCCL_NET_PLUGIN=%.64s... is longer than %zu characters",
                  value, sizeof(plug_g.path) - 1);
         return BRAID_ERR_INVALID;
@@ -657,7 +570,7 @@ static braid_status_t plug_open(const char *value)
         return BRAID_ERR_INVALID;
     }
     if (plug_find_table(dl) == 0) {
-        int old = plug_old_version(dl);
+        int old = braid_plugin_old_version(dl, "ncclNetPlugin_v", 7);
         char had[64] = "";
         if (old != 0)
             snprintf(had, sizeof(had), "; it has ncclNetPlugin_v%d", old);
@@ -693,8 +606,7 @@ static void plug_load_once(void)
 
 int braid_net_plugin_named(void)
 {
-    const char *value = braid_param_str(BRAID_P_NET_PLUGIN);
-    return value[0] != '\0' && strcasecmp(value, "none") != 0;
+    return braid_plugin_named(braid_param_str(BRAID_P_NET_PLUGIN));
 }
 
 const braid_net_ops_t *braid_net_plugin_load(void)
