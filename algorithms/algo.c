@@ -17,6 +17,7 @@
 #include "algorithms/model.h"
 #include "algorithms/sched.h"
 #include "algorithms/tune.h"
+#include "algorithms/usched.h"
 #include "core/log.h"
 
 extern const braid_algo_t braid_algo_oneshot;
@@ -31,7 +32,7 @@ extern const braid_algo_t braid_algo_bruck;
 extern const braid_algo_t braid_algo_binomial;
 extern const braid_algo_t braid_algo_hier;
 
-const braid_algo_t *const braid_algos[] = {
+const braid_algo_t *braid_algos[BRAID_ALGOS_MAX] = {
     &braid_algo_ring,
     &braid_algo_oneshot,
     &braid_algo_twoshot,
@@ -45,7 +46,22 @@ const braid_algo_t *const braid_algos[] = {
     &braid_algo_direct,
 };
 
-const int braid_nalgos = (int)(sizeof(braid_algos) / sizeof(braid_algos[0]));
+_Atomic int braid_nalgos = 11;     /* the entries above */
+
+braid_coll_kind_t braid_algo_kind(const braid_algo_t *a)
+{
+    int k = 0;
+    while (k < BRAID_COLL_NUM - 1 && !(a->colls & (1u << k)))
+        k++;
+    return (braid_coll_kind_t)k;
+}
+
+void braid_algo_register(const braid_algo_t *a)
+{
+    int n = atomic_load(&braid_nalgos);
+    braid_algos[n] = a;
+    atomic_store(&braid_nalgos, n + 1);     /* after the entry: readers see it whole */
+}
 
 size_t braid_coll_bytes(const braid_coll_t *c)
 {
@@ -162,6 +178,16 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
     uint64_t last = tuned ? atomic_load_explicit(&coll->tune->last[coll->kind],
                                                  memory_order_relaxed) : 0;
     const braid_algo_t *own = NULL;     /* braid's choice, for the log */
+    if (coll->force != NULL) {
+        braid_status_t st = coll->force->build(coll, s);
+        if (st == BRAID_OK && algo_p != NULL)
+            *algo_p = coll->force;
+        if (st == BRAID_ERR_UNSUPPORTED)
+            st = braid_usched_fits(coll->force, coll);
+        if (st != BRAID_OK)
+            braid_sched_free(s);
+        return st;
+    }
     if (!plugin && last != 0 && last >> 8 == bytes) {
         order[n++] = braid_algos[(last & 0xff) - 1];
     } else {

@@ -133,6 +133,8 @@ typedef struct braid_coll {
      * choice there). */
     const struct braid_topo *topo;
     struct braid_tune *tune;
+    /* Run this algorithm, no other (mscclRunAlgo); NULL: the tuner chooses. */
+    const struct braid_algo *force;
 } braid_coll_t;
 
 #define BRAID_SCHED_INLINE 16     /* steps stored in the struct: no allocation for most calls */
@@ -190,12 +192,22 @@ typedef struct braid_algo {
     unsigned colls;                         /* bit mask of (1u << braid_coll_kind_t) it builds */
     braid_status_t (*build)(const braid_coll_t *coll, braid_sched_t *s);
     double (*cost)(const braid_coll_t *coll, const struct braid_model *m);
+    const void *user;                       /* a user schedule (algorithms/usched.c); NULL
+                                             * for braid's own */
 } braid_algo_t;
 
 /* The algorithms braid has, in a fixed order (their index is their bit in NCCL_ALGO's
- * masks, algorithms/tune.h). */
-extern const braid_algo_t *const braid_algos[];
-extern const int braid_nalgos;
+ * masks, algorithms/tune.h), then the user schedules loaded so far, in load order. */
+#define BRAID_ALGOS_MAX 32
+extern const braid_algo_t *braid_algos[BRAID_ALGOS_MAX];
+extern _Atomic int braid_nalgos;
+
+/* The collective an algorithm of one collective builds (user schedules). */
+braid_coll_kind_t braid_algo_kind(const braid_algo_t *a);
+
+/* Append a user schedule's algorithm (algorithms/usched.c, under its lock; the caller
+ * checked that there is room). */
+void braid_algo_register(const braid_algo_t *a);
 
 /* Pick the algorithm for a call (the cheapest under coll->tune that builds it: every rank
  * picks the same) and build the schedule. `algo_p` (may be NULL) receives the algorithm. */

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "algorithms/tune.h"
+#include "algorithms/usched.h"
 
 /* What a setting's names mean: a mask per name (0 for a name known to NCCL that braid has
  * nothing for), and which bits apply to each collective. */
@@ -15,6 +16,7 @@ typedef struct tune_names {
     int (*lookup)(const char *name, size_t len, uint32_t *mask);
     uint32_t (*claims)(int kind);
     void (*known)(char *buf, size_t len);
+    uint32_t (*named_only)(void);       /* names that only naming allows (not "^x"), or NULL */
 } tune_names_t;
 
 static int name_eq(const char *name, size_t len, const char *want)
@@ -49,6 +51,22 @@ static uint32_t algo_claims(int kind)
         if (braid_algos[i]->colls & (1u << kind))
             m |= 1u << i;
     return m;
+}
+
+/* User schedules (algorithms/usched.c) run only where NCCL_ALGO names them. */
+static uint32_t algo_user(void)
+{
+    uint32_t m = 0;
+    for (int i = 0; i < braid_nalgos; i++)
+        if (braid_algos[i]->user != NULL)
+            m |= 1u << i;
+    return m;
+}
+
+int braid_tune_algo_known(const char *name)
+{
+    uint32_t m;
+    return algo_lookup(name, strlen(name), &m);
 }
 
 static void algo_known(char *buf, size_t len)
@@ -90,7 +108,7 @@ void braid_tune_init(braid_tune_t *t)
     memset(t, 0, sizeof(*t));
     t->model = braid_model_default;
     for (int k = 0; k < BRAID_COLL_NUM; k++) {
-        t->allow[k] = algo_claims(k);
+        t->allow[k] = algo_claims(k) & ~algo_user();
         t->proto[k] = proto_claims(k);
     }
 }
@@ -162,7 +180,7 @@ static braid_status_t tune_section(const tune_names_t *tn, const char *spec, con
         mask |= m;
         p = e + 1;
     }
-    uint32_t allowed = exclude ? ~mask : mask;
+    uint32_t allowed = exclude ? ~mask & ~(tn->named_only ? tn->named_only() : 0) : mask;
     for (int k = 0; k < BRAID_COLL_NUM; k++) {
         if ((kind >= 0 && k != kind) || tn->claims(k) == 0)
             continue;
@@ -193,7 +211,8 @@ static braid_status_t tune_parse(const tune_names_t *tn, const char *spec, uint3
 
 braid_status_t braid_tune_algo(braid_tune_t *t, const char *spec)
 {
-    static const tune_names_t names = { "NCCL_ALGO", algo_lookup, algo_claims, algo_known };
+    static const tune_names_t names = { "NCCL_ALGO", algo_lookup, algo_claims, algo_known,
+                                        algo_user };
     if (spec == NULL || *spec == '\0')
         return BRAID_OK;
     BRAID_CHECK(tune_parse(&names, spec, t->allow));
@@ -203,7 +222,8 @@ braid_status_t braid_tune_algo(braid_tune_t *t, const char *spec)
 
 braid_status_t braid_tune_proto(braid_tune_t *t, const char *spec)
 {
-    static const tune_names_t names = { "NCCL_PROTO", proto_lookup, proto_claims, proto_known };
+    static const tune_names_t names = { "NCCL_PROTO", proto_lookup, proto_claims, proto_known,
+                                        NULL };
     if (spec == NULL || *spec == '\0')
         return BRAID_OK;
     return tune_parse(&names, spec, t->proto);
@@ -220,5 +240,10 @@ uint64_t braid_tune_hash(const braid_tune_t *t)
     }
     for (const char *c = t->plugin_spec; *c != '\0'; c++)
         h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    for (int i = 0; i < braid_nalgos; i++) {     /* the schedules behind the masks' bits */
+        uint64_t u = braid_usched_hash(braid_algos[i]);
+        for (int b = 0; u != 0 && b < 8; b++)
+            h = (h ^ ((u >> (8 * b)) & 0xff)) * 1099511628211ull;
+    }
     return h;
 }

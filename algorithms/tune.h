@@ -62,6 +62,9 @@ void braid_tune_init(braid_tune_t *t);
 braid_status_t braid_tune_algo(braid_tune_t *t, const char *spec);
 braid_status_t braid_tune_proto(braid_tune_t *t, const char *spec);
 
+/* Whether NCCL_ALGO knows the name (braid's, NCCL's, a loaded schedule's). */
+int braid_tune_algo_known(const char *name);
+
 /* A hash of what the tuning allows (and the tuner plugin's setting), for the ranks to
  * compare at init. */
 uint64_t braid_tune_hash(const braid_tune_t *t);

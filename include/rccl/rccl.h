@@ -48,8 +48,8 @@ ncclResult_t pncclAllToAllv(const void *sendbuff, const size_t sendcounts[],
 /* Handle of a loaded MSCCL algorithm. */
 typedef int mscclAlgoHandle_t;
 
-/* Load the MSCCL algorithm (XML) in mscclAlgoFilePath for rank `rank` and store its
- * handle in *mscclAlgoHandle. */
+/* Load the algorithm in mscclAlgoFilePath (for braid: a schedule file, docs/SCHEDULES.md)
+ * and store its handle in *mscclAlgoHandle. */
 ncclResult_t mscclLoadAlgo(const char *mscclAlgoFilePath, mscclAlgoHandle_t *mscclAlgoHandle,
                            int rank);
 ncclResult_t pmscclLoadAlgo(const char *mscclAlgoFilePath, mscclAlgoHandle_t *mscclAlgoHandle,

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "algorithms/usched.h"
 #include "api/api.h"
 #include "core/enqueue.h"
 #include "device/device.h"
@@ -336,4 +337,29 @@ BRAID_API(ncclResult_t, ncclAllToAllv, const void *sendbuff, const size_t sendco
     if (st < 0)
         braid_group_fail(st);
     return braid_api_result(st);
+}
+
+/* RCCL's MSCCL: run a schedule of mscclLoadAlgo (src/api/msccl_api.c) as the collective it
+ * is written for, with that collective's checks; `count` as that collective takes it. */
+BRAID_API(ncclResult_t, mscclRunAlgo, const void *sendBuff, const size_t sendCounts[],
+          const size_t sDisPls[], void *recvBuff, const size_t recvCounts[],
+          const size_t rDisPls[], size_t count, ncclDataType_t dataType, int root, int peer,
+          ncclRedOp_t op, mscclAlgoHandle_t mscclAlgoHandle, ncclComm_t comm, hipStream_t stream)
+{
+    (void)sendCounts, (void)sDisPls, (void)recvCounts, (void)rDisPls, (void)root, (void)peer;
+    (void)stream;
+    const braid_algo_t *algo = braid_usched_algo(mscclAlgoHandle);
+    if (algo == NULL) {
+        braid_status_t st = braid_err(BRAID_ERR_INVALID, "mscclRunAlgo: handle %d: no such "
+                                      "schedule is loaded", (int)mscclAlgoHandle);
+        braid_group_fail(st);
+        return braid_api_result(st);
+    }
+    braid_coll_kind_t kind = braid_algo_kind(algo);
+    int reduces = kind == BRAID_COLL_ALLREDUCE || kind == BRAID_COLL_REDUCESCATTER;
+    coll_args_t a = { .what = "mscclRunAlgo", .need = NEED_SEND | NEED_RECV,
+                      .call = CALL(kind, sendBuff, recvBuff, count, dataType,
+                                   reduces ? (int)op : -1, -1) };
+    a.call.algo = algo;
+    return coll(comm, &a);
 }

@@ -13,6 +13,7 @@
 #include "core/param.h"
 #include "core/proc.h"
 #include "device/device.h"
+#include "algorithms/usched.h"
 #include "core/calib.h"
 #include "topo/host.h"
 #include "transports/net/net.h"
@@ -236,6 +237,7 @@ static braid_status_t comm_slots(braid_comm_t *comm)
  * once. */
 static braid_status_t comm_tune_parse(braid_comm_t *comm)
 {
+    BRAID_CHECK(braid_usched_load_param(braid_param_str(BRAID_P_SCHEDULES)));
     braid_tune_init(&comm->tune);
     BRAID_CHECK(braid_tune_algo(&comm->tune, braid_param_str(BRAID_P_ALGO)));
     BRAID_CHECK(braid_tune_proto(&comm->tune, braid_param_str(BRAID_P_PROTO)));

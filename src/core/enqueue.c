@@ -127,7 +127,7 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
         .root = call->root, .count = call->count, .in_place = call_in_place(comm, call),
         .sendcounts = call->sendcounts, .sdispls = call->sdispls,
         .recvcounts = call->recvcounts, .rdispls = call->rdispls,
-        .topo = &comm->topo, .tune = &comm->tune,
+        .topo = &comm->topo, .tune = &comm->tune, .force = call->algo,
     };
     coll.pull = braid_shm_pull(comm, &coll.pull_min);
     braid_sched_init(&op->sched, braid_dtype_size(call->dtype));

@@ -20,6 +20,7 @@ typedef struct braid_call {
     int op;                     /* ncclRedOp_t value; -1 when the call has none */
     int root;                   /* root, or the peer of send/recv; -1 when none */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;   /* alltoallv */
+    const braid_algo_t *algo;   /* run this algorithm (mscclRunAlgo); NULL: the tuner's */
 } braid_call_t;
 
 /* Build the operation of a call and run it now, or queue it in the thread's group.

@@ -91,6 +91,9 @@ static const param_entry_t param_table[] = {
     [BRAID_P_TUNER_PLUGIN] = P_STR("TUNER_PLUGIN", "NCCL_TUNER_PLUGIN", "",
         "an NCCL tuner plugin (ncclTunerPlugin_v4 or v5) that may override the tuner: NAME "
         "(libnccl-tuner-NAME.so) or a path; none: no plugin"),
+    [BRAID_P_SCHEDULES] = P_STR("SCHEDULES", NULL, "",
+        "user schedule files (docs/SCHEDULES.md), ':'-separated, loaded at the first "
+        "communicator's creation and run where NCCL_ALGO names them"),
 };
 
 _Static_assert(sizeof(param_table) / sizeof(param_table[0]) == BRAID_P_COUNT,

@@ -1,6 +1,6 @@
 /*
  * The harness of the schedule tests (test_sched.c, test_sched_faults.c): test cases, their
- * buffers and inputs, the calls handed to the simulator of sim.c, and the references the
+ * buffers and inputs, the calls handed to the simulator of src/core/sim.c, and the references the
  * results are compared with (see sched_harness.h).
  *
  * Inputs are chosen so that the exact result is representable and every partial result on
@@ -23,9 +23,9 @@
 
 static const char *const op_names[OP_NUM] = { "sum", "prod", "max", "min", "avg", "premulsum" };
 
-const sim_cfg_t sh_cfg_tight = { .nslots = 2, .slot_size = 24 };
-const sim_cfg_t sh_cfg_odd = { .nslots = 2, .slot_size = 40 };
-const sim_cfg_t sh_cfg_wide = { .nslots = 3, .slot_size = 512, .exec_run = 1 };
+const braid_sim_cfg_t sh_cfg_tight = { .nslots = 2, .slot_size = 24 };
+const braid_sim_cfg_t sh_cfg_odd = { .nslots = 2, .slot_size = 40 };
+const braid_sim_cfg_t sh_cfg_wide = { .nslots = 3, .slot_size = 512, .exec_run = 1 };
 
 static uint64_t mix(uint64_t x)
 {
@@ -301,7 +301,7 @@ static void tc_redop(const tcase_t *tc, int r, braid_redop_spec_t *rs)
     }
 }
 
-void sh_tc_call(const tcase_t *tc, int r, rbuf_t *rb, sim_call_t *c)
+void sh_tc_call(const tcase_t *tc, int r, rbuf_t *rb, braid_sim_call_t *c)
 {
     memset(c, 0, sizeof(*c));
     c->rank = r;
@@ -364,7 +364,7 @@ static size_t ref_limit(braid_ref_t ref, const rbuf_t *rb, const braid_sched_t *
 
 /* Every region a schedule names lies inside the buffer the call passed (a pulled region
  * inside the peer's), every peer exists. `rb` is every rank's. */
-static void check_refs(const char *desc, const sim_call_t *c, const rbuf_t *rb)
+static void check_refs(const char *desc, const braid_sim_call_t *c, const rbuf_t *rb)
 {
     braid_sched_t built;
     const braid_sched_t *s = c->sched;          /* the forced algorithm's, or the tuner's */
@@ -458,8 +458,8 @@ static void check_agree(const char *desc, rbuf_t *rb, int n)
 void sh_run_case(const tcase_t *tc)
 {
     rbuf_t rb[SH_MAXR];
-    sim_call_t calls[SH_MAXR];
-    sim_result_t res;
+    braid_sim_call_t calls[SH_MAXR];
+    braid_sim_result_t res;
     char desc[256];
 
     if (!tc_taken(tc))
@@ -471,7 +471,7 @@ void sh_run_case(const tcase_t *tc)
     }
     for (int r = 0; r < tc->n; r++)
         check_refs(desc, &calls[r], rb);
-    if (sim_run(&tc->cfg, tc->n, calls, tc->n, &res) != 0)
+    if (braid_sim_run(&tc->cfg, tc->n, calls, tc->n, &res) != 0)
         fail_msg("%s: %s", desc, res.msg);
     if (tc->random) {
         check_agree(desc, rb, tc->n);

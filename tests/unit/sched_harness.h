@@ -1,7 +1,7 @@
 /*
  * The harness of the schedule tests (test_sched.c, test_sched_faults.c): a test case is one
  * collective on n simulated ranks; the harness makes every rank's buffers and inputs, its
- * call for sim_run (sim.h), runs it and compares every rank's output with a reference
+ * call for braid_sim_run (sim.h), runs it and compares every rank's output with a reference
  * the harness computes, exactly (see sched_harness.c for how the inputs keep it exact).
  */
 #ifndef BRAID_TESTS_UNIT_SCHED_HARNESS_H
@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tests/unit/sim.h"
+#include "core/sim.h"
 
 /* ncclRedOp_t numbering for the first five; PREMULSUM stands for a ncclRedOpCreatePreMulSum
  * handle. */
@@ -23,11 +23,11 @@ enum { ALIAS_NONE, ALIAS_SEND_IN_RECV, ALIAS_RECV_IN_SEND };
 #define SENTINEL 0x5c
 
 /* Many slices, FIFOs full all the time; then slices that straddle chunk ends elsewhere. */
-extern const sim_cfg_t sh_cfg_tight;
-extern const sim_cfg_t sh_cfg_odd;
+extern const braid_sim_cfg_t sh_cfg_tight;
+extern const braid_sim_cfg_t sh_cfg_odd;
 /* Through braid_exec_run: only after the same call passed the checking loop (a deadlock
  * there would hang instead of failing). */
-extern const sim_cfg_t sh_cfg_wide;
+extern const braid_sim_cfg_t sh_cfg_wide;
 
 typedef struct tcase {
     braid_coll_kind_t kind;
@@ -35,7 +35,7 @@ typedef struct tcase {
     int op;
     int n, root, in_place;
     size_t count;
-    sim_cfg_t cfg;
+    braid_sim_cfg_t cfg;
     int random;             /* random floats: check that all ranks agree, not the values */
     const braid_algo_t *algo;   /* force this algorithm (NULL: the selector's choice) */
     braid_pull_t pull;      /* how the communicator may pull (from any size) */
@@ -72,7 +72,7 @@ void sh_rbuf_free(rbuf_t *rb);
 void sh_tc_describe(const tcase_t *tc, char *buf, size_t len);
 
 /* Rank r's call of the case on buffers rb (with tc->algo: its schedule, kept in rb). */
-void sh_tc_call(const tcase_t *tc, int r, rbuf_t *rb, sim_call_t *c);
+void sh_tc_call(const tcase_t *tc, int r, rbuf_t *rb, braid_sim_call_t *c);
 
 /* Run the case on every rank and check every output (a case the forced algorithm declines
  * is skipped); fails the current test with the case's description. */

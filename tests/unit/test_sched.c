@@ -1,6 +1,6 @@
 /*
  * Schedules, simulated: every algorithm on 1 to 17 ranks, run by the real executor over the
- * in-memory transport of sim.c, compared with a reference computed by sched_harness.c.
+ * in-memory transport of src/core/sim.c, compared with a reference computed by sched_harness.c.
  * Here: the selector, every shape, datatype and op, two-shot pulls and all-to-allv; send/recv
  * groups and what must fail are in test_sched_faults.c.
  */
@@ -331,8 +331,8 @@ static void a2av_run(int n, int in_place, size_t scale, braid_dtype_t dt)
     static a2av_t a;
     size_t es = braid_dtype_size(dt);
     unsigned char *in[MAXR], *out[MAXR], *want[MAXR];
-    sim_call_t calls[MAXR];
-    sim_result_t res;
+    braid_sim_call_t calls[MAXR];
+    braid_sim_result_t res;
     tcase_t tc = { .kind = BRAID_COLL_ALLTOALLV, .dt = dt, .n = n, .in_place = in_place,
                    .cfg = sh_cfg_tight };
     char desc[256];
@@ -359,7 +359,7 @@ static void a2av_run(int n, int in_place, size_t scale, braid_dtype_t dt)
         calls[r].coll.recvcounts = a.rc[r];
         calls[r].coll.rdispls = a.rd[r];
     }
-    if (sim_run(&tc.cfg, n, calls, n, &res) != 0)
+    if (braid_sim_run(&tc.cfg, n, calls, n, &res) != 0)
         fail_msg("%s scale %zu: %s", desc, scale, res.msg);
     for (int r = 0; r < n; r++) {
         if (memcmp(out[r], want[r], a.rext[r] * es) != 0)

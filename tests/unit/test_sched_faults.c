@@ -16,7 +16,7 @@
 
 /* ---- send / recv ---- */
 
-static void p2p_call(sim_call_t *c, int rank, int n, braid_coll_kind_t kind, int peer,
+static void p2p_call(braid_sim_call_t *c, int rank, int n, braid_coll_kind_t kind, int peer,
                      size_t count, uint64_t seq, void *buf)
 {
     memset(c, 0, sizeof(*c));
@@ -38,8 +38,8 @@ static void p2p_call(sim_call_t *c, int rank, int n, braid_coll_kind_t kind, int
 static void sendrecv_shift(int n, int shift, size_t count)
 {
     int32_t *sbuf[MAXR], *rbuf[MAXR];
-    sim_call_t calls[2 * MAXR];
-    sim_result_t res;
+    braid_sim_call_t calls[2 * MAXR];
+    braid_sim_result_t res;
     for (int r = 0; r < n; r++) {
         sbuf[r] = malloc(count * 4 + 4);
         rbuf[r] = malloc(count * 4 + 4);
@@ -51,7 +51,7 @@ static void sendrecv_shift(int n, int shift, size_t count)
         p2p_call(&calls[2 * r + !first], r, n, BRAID_COLL_RECV, (r - shift + n) % n, count, 1,
                  rbuf[r]);
     }
-    if (sim_run(&sh_cfg_tight, n, calls, 2 * n, &res) != 0)
+    if (braid_sim_run(&sh_cfg_tight, n, calls, 2 * n, &res) != 0)
         fail_msg("send/recv n=%d shift=%d count=%zu: %s", n, shift, count, res.msg);
     for (int r = 0; r < n; r++) {
         int from = (r - shift + n) % n;
@@ -79,8 +79,8 @@ static void test_sendrecv(void **state)
 static void test_sendrecv_ordered(void **state)
 {
     int32_t a[50], b[30], ra[50], rb[30];
-    sim_call_t calls[4];
-    sim_result_t res;
+    braid_sim_call_t calls[4];
+    braid_sim_result_t res;
     (void)state;
     for (int i = 0; i < 50; i++)
         a[i] = i;
@@ -91,11 +91,11 @@ static void test_sendrecv_ordered(void **state)
     p2p_call(&calls[2], 1, 2, BRAID_COLL_RECV, 0, 50, 1, ra);
     p2p_call(&calls[3], 1, 2, BRAID_COLL_RECV, 0, 30, 2, rb);
     for (int run = 0; run < 2; run++) {
-        sim_cfg_t cfg = sh_cfg_tight;
+        braid_sim_cfg_t cfg = sh_cfg_tight;
         cfg.exec_run = run;     /* the checking loop, then the library's braid_exec_run */
         memset(ra, 0xff, sizeof(ra));
         memset(rb, 0xff, sizeof(rb));
-        if (sim_run(&cfg, 2, calls, 4, &res) != 0)
+        if (braid_sim_run(&cfg, 2, calls, 4, &res) != 0)
             fail_msg("two sends in a group: %s", res.msg);
         assert_memory_equal(ra, a, sizeof(a));
         assert_memory_equal(rb, b, sizeof(b));
@@ -104,7 +104,7 @@ static void test_sendrecv_ordered(void **state)
 
 /* ---- what must fail ---- */
 
-static void custom_call(sim_call_t *c, int rank, int n, const braid_sched_t *s, void *buf)
+static void custom_call(braid_sim_call_t *c, int rank, int n, const braid_sched_t *s, void *buf)
 {
     p2p_call(c, rank, n, BRAID_COLL_SEND, 0, 0, 1, buf);
     c->recvbuf = buf;
@@ -116,8 +116,8 @@ static void custom_call(sim_call_t *c, int rank, int n, const braid_sched_t *s, 
 static void test_deadlock_detected(void **state)
 {
     braid_sched_t s[2];
-    sim_call_t calls[2];
-    sim_result_t res;
+    braid_sim_call_t calls[2];
+    braid_sim_result_t res;
     unsigned char buf[2][256];
     (void)state;
     for (int r = 0; r < 2; r++) {
@@ -126,7 +126,7 @@ static void test_deadlock_detected(void **state)
                                          braid_ref(BRAID_BUF_RECV, 0), 16, 0), BRAID_OK);
         custom_call(&calls[r], r, 2, &s[r], buf[r]);
     }
-    assert_int_not_equal(sim_run(&sh_cfg_tight, 2, calls, 2, &res), 0);
+    assert_int_not_equal(braid_sim_run(&sh_cfg_tight, 2, calls, 2, &res), 0);
     assert_true(res.deadlock);
     assert_non_null(strstr(res.msg, "rank 0 "));
     assert_non_null(strstr(res.msg, "rank 1 "));
@@ -139,8 +139,8 @@ static void test_deadlock_detected(void **state)
 static void head_to_head(size_t slices, int want_deadlock)
 {
     braid_sched_t s[2];
-    sim_call_t calls[2];
-    sim_result_t res;
+    braid_sim_call_t calls[2];
+    braid_sim_result_t res;
     unsigned char buf[2][256];
     size_t bytes = slices * sh_cfg_tight.slot_size;
     for (int r = 0; r < 2; r++) {
@@ -153,7 +153,7 @@ static void head_to_head(size_t slices, int want_deadlock)
                                          braid_ref(BRAID_BUF_RECV, 128), bytes, 0), BRAID_OK);
         custom_call(&calls[r], r, 2, &s[r], buf[r]);
     }
-    int rc = sim_run(&sh_cfg_tight, 2, calls, 2, &res);
+    int rc = braid_sim_run(&sh_cfg_tight, 2, calls, 2, &res);
     assert_int_equal(rc != 0, want_deadlock);
     assert_int_equal(res.deadlock, want_deadlock);
     if (!want_deadlock)
@@ -173,13 +173,13 @@ static void mismatch(const tcase_t *a, const tcase_t *b)
 {
     tcase_t tcs[2] = { *a, *b };
     rbuf_t rb[2];
-    sim_call_t calls[2];
-    sim_result_t res;
+    braid_sim_call_t calls[2];
+    braid_sim_result_t res;
     for (int r = 0; r < 2; r++) {
         sh_rbuf_setup(&tcs[r], r, &rb[r]);
         sh_tc_call(&tcs[r], r, &rb[r], &calls[r]);
     }
-    assert_int_not_equal(sim_run(&sh_cfg_tight, 2, calls, 2, &res), 0);
+    assert_int_not_equal(braid_sim_run(&sh_cfg_tight, 2, calls, 2, &res), 0);
     assert_int_equal(res.st, BRAID_ERR_REMOTE);
     assert_false(res.deadlock);
     for (int r = 0; r < 2; r++)
@@ -205,8 +205,8 @@ static void test_mismatch_remote(void **state)
 static void test_mismatch_length(void **state)
 {
     braid_sched_t s[2];
-    sim_call_t calls[2];
-    sim_result_t res;
+    braid_sim_call_t calls[2];
+    braid_sim_result_t res;
     unsigned char buf[2][64] = { { 0 } };
     (void)state;
     for (int r = 0; r < 2; r++) {
@@ -217,7 +217,7 @@ static void test_mismatch_length(void **state)
                                          r ? 8 : 16, 0), BRAID_OK);
         custom_call(&calls[r], r, 2, &s[r], buf[r]);
     }
-    assert_int_not_equal(sim_run(&sh_cfg_tight, 2, calls, 2, &res), 0);
+    assert_int_not_equal(braid_sim_run(&sh_cfg_tight, 2, calls, 2, &res), 0);
     assert_int_equal(res.st, BRAID_ERR_REMOTE);
     for (int r = 0; r < 2; r++)
         braid_sched_free(&s[r]);
@@ -227,8 +227,8 @@ static void test_mismatch_length(void **state)
 static void test_pull_without_hello(void **state)
 {
     braid_sched_t s[2];
-    sim_call_t calls[2];
-    sim_result_t res;
+    braid_sim_call_t calls[2];
+    braid_sim_result_t res;
     unsigned char buf[2][64] = { { 0 } };
     (void)state;
     for (int r = 0; r < 2; r++) {
@@ -238,7 +238,7 @@ static void test_pull_without_hello(void **state)
                          BRAID_OK);
         custom_call(&calls[r], r, 2, &s[r], buf[r]);
     }
-    assert_int_not_equal(sim_run(&sh_cfg_tight, 2, calls, 2, &res), 0);
+    assert_int_not_equal(braid_sim_run(&sh_cfg_tight, 2, calls, 2, &res), 0);
     assert_int_equal(res.st, BRAID_ERR_INTERNAL);
     assert_non_null(strstr(res.msg, "before its hello"));
     for (int r = 0; r < 2; r++)

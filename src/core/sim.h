@@ -1,5 +1,6 @@
 /*
- * One-process schedule simulator (DESIGN.md section 2): every rank of a call runs its
+ * One-process schedule simulator (DESIGN.md section 2), for the schedule tests and for
+ * checking user schedules at load (algorithms/usched.c): every rank of a call runs its
  * schedule through the real executor (src/core/exec.c) over in-memory FIFOs, driven
  * round-robin by one thread. Deterministic: a full round in which no rank moves while some
  * are not done is a deadlock, reported with the stuck ranks and their steps.
@@ -14,23 +15,23 @@
  * buffers again: the checking loop poisons them until the run ends (then puts the contents
  * back), so that a peer still reading them gets garbage and the test fails.
  */
-#ifndef BRAID_TESTS_UNIT_SIM_H
-#define BRAID_TESTS_UNIT_SIM_H
+#ifndef BRAID_CORE_SIM_H
+#define BRAID_CORE_SIM_H
 
 #include "algorithms/sched.h"
 #include "core/exec.h"
 
-typedef struct sim_cfg {
+typedef struct braid_sim_cfg {
     int nslots;             /* slots per FIFO, >= 2 */
     size_t slot_size;       /* bytes per slot; the slice is this rounded down to the element */
     int exec_run;           /* drive with braid_exec_run (hangs on a deadlock: only for
                              * calls known to complete) instead of the checking loop */
     int cma;                /* pulls through cross-memory attach instead of loads */
-} sim_cfg_t;
+} braid_sim_cfg_t;
 
 /* One operation of one rank. Several calls may name the same rank (a group): they are
  * started in array order, so they take their turns on shared connections in that order. */
-typedef struct sim_call {
+typedef struct braid_sim_call {
     int rank;
     braid_coll_t coll;              /* built with braid_algo_build unless sched is set */
     const braid_sched_t *sched;     /* optional: run (a copy of) this schedule instead */
@@ -38,18 +39,18 @@ typedef struct sim_call {
     size_t send_bytes, recv_bytes;  /* poisoned after the call returns (0: not) */
     braid_redop_spec_t redop;
     braid_msg_hdr_t hdr, expect;
-} sim_call_t;
+} braid_sim_call_t;
 
-typedef struct sim_result {
+typedef struct braid_sim_result {
     braid_status_t st;      /* the first error, BRAID_OK on success */
     int deadlock;           /* 1 when no rank could move */
     int rank;               /* the rank that failed, -1 if none or several */
     char msg[2048];         /* what went wrong, for the test's failure message */
-} sim_result_t;
+} braid_sim_result_t;
 
 /* Run the calls on `nranks` ranks to completion. Returns 0 when every call completed, the
  * transport was used correctly and every message sent was received; otherwise nonzero and
  * res->msg says why. */
-int sim_run(const sim_cfg_t *cfg, int nranks, sim_call_t *calls, int ncalls, sim_result_t *res);
+int braid_sim_run(const braid_sim_cfg_t *cfg, int nranks, braid_sim_call_t *calls, int ncalls, braid_sim_result_t *res);
 
 #endif

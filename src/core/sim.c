@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/unit/sim.h"
+#include "core/sim.h"
 
 typedef struct sim_world sim_world_t;
 
@@ -33,7 +33,7 @@ typedef struct sim_conn {
 
 struct sim_world {
     int n;
-    sim_cfg_t cfg;
+    braid_sim_cfg_t cfg;
     sim_fifo_t **fifos;             /* [from * n + to], made on first use */
     braid_conn_t **send_conns;      /* [rank * n + peer] */
     braid_conn_t **recv_conns;
@@ -192,8 +192,8 @@ static void sim_world_free(sim_world_t *w)
     free(w->recv_conns);
 }
 
-static void sim_msg(sim_result_t *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sim_msg(sim_result_t *res, const char *fmt, ...)
+static void sim_msg(braid_sim_result_t *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sim_msg(braid_sim_result_t *res, const char *fmt, ...)
 {
     size_t used = strlen(res->msg);
     va_list ap;
@@ -220,7 +220,7 @@ static braid_status_t sim_sched_copy(const braid_sched_t *from, braid_sched_t *t
 }
 
 /* Build the op of one call (schedule, buffers, connections) and start it. */
-static braid_status_t sim_op_start(sim_world_t *w, sim_call_t *c, braid_op_t *op)
+static braid_status_t sim_op_start(sim_world_t *w, braid_sim_call_t *c, braid_op_t *op)
 {
     size_t es = braid_dtype_size(c->coll.dtype);
     memset(op, 0, sizeof(*op));
@@ -244,7 +244,7 @@ static braid_status_t sim_op_start(sim_world_t *w, sim_call_t *c, braid_op_t *op
     return braid_op_start(op);
 }
 
-static void sim_report_stuck(braid_op_t *ops, sim_call_t *calls, int ncalls, sim_result_t *res)
+static void sim_report_stuck(braid_op_t *ops, braid_sim_call_t *calls, int ncalls, braid_sim_result_t *res)
 {
     sim_msg(res, "deadlock: no rank can move; stuck:");
     for (int i = 0; i < ncalls; i++) {
@@ -266,7 +266,7 @@ typedef struct sim_saved {
 
 #define SIM_RETURNED 0x3c
 
-static void sim_returned(const sim_call_t *c, sim_saved_t *sv)
+static void sim_returned(const braid_sim_call_t *c, sim_saved_t *sv)
 {
     if (c->send_bytes && c->sendbuf != NULL && (sv->send = malloc(c->send_bytes)) != NULL)
         memcpy(sv->send, c->sendbuf, c->send_bytes);
@@ -279,7 +279,7 @@ static void sim_returned(const sim_call_t *c, sim_saved_t *sv)
 }
 
 /* In place the buffers overlap: the receive side holds the result, so it goes back last. */
-static void sim_restore(const sim_call_t *calls, sim_saved_t *saved, int ncalls)
+static void sim_restore(const braid_sim_call_t *calls, sim_saved_t *saved, int ncalls)
 {
     for (int i = 0; i < ncalls; i++) {
         if (saved[i].send != NULL)
@@ -292,8 +292,8 @@ static void sim_restore(const sim_call_t *calls, sim_saved_t *saved, int ncalls)
 }
 
 /* Round-robin until every op is done, one fails, or a whole round moves nothing. */
-static int sim_drive_loop(sim_world_t *w, braid_op_t *ops, sim_call_t *calls, int ncalls,
-                          sim_saved_t *saved, sim_result_t *res)
+static int sim_drive_loop(sim_world_t *w, braid_op_t *ops, braid_sim_call_t *calls, int ncalls,
+                          sim_saved_t *saved, braid_sim_result_t *res)
 {
     for (;;) {
         int pending = 0, moved = 0;
@@ -327,8 +327,8 @@ static int sim_drive_loop(sim_world_t *w, braid_op_t *ops, sim_call_t *calls, in
 }
 
 /* The checking loop, with returned calls' buffers poisoned until the end. */
-static int sim_drive(sim_world_t *w, braid_op_t *ops, sim_call_t *calls, int ncalls,
-                     sim_result_t *res)
+static int sim_drive(sim_world_t *w, braid_op_t *ops, braid_sim_call_t *calls, int ncalls,
+                     braid_sim_result_t *res)
 {
     sim_saved_t *saved = calloc((size_t)ncalls, sizeof(*saved));
     int rc = sim_drive_loop(w, ops, calls, ncalls, saved, res);
@@ -337,7 +337,7 @@ static int sim_drive(sim_world_t *w, braid_op_t *ops, sim_call_t *calls, int nca
     return rc;
 }
 /* The library's own loop (src/core/exec.c), as a group of one process would run. */
-static int sim_exec_run(braid_op_t *ops, int ncalls, sim_result_t *res)
+static int sim_exec_run(braid_op_t *ops, int ncalls, braid_sim_result_t *res)
 {
     braid_op_t **list = malloc(((size_t)ncalls + 1) * sizeof(*list));
     for (int i = 0; i < ncalls; i++)
@@ -350,7 +350,7 @@ static int sim_exec_run(braid_op_t *ops, int ncalls, sim_result_t *res)
 }
 
 /* After a clean run every FIFO must be empty and no slot held. */
-static int sim_check_drained(sim_world_t *w, sim_result_t *res)
+static int sim_check_drained(sim_world_t *w, braid_sim_result_t *res)
 {
     int bad = 0;
     for (int i = 0; i < w->n * w->n; i++) {
@@ -367,7 +367,7 @@ static int sim_check_drained(sim_world_t *w, sim_result_t *res)
     return bad;
 }
 
-int sim_run(const sim_cfg_t *cfg, int nranks, sim_call_t *calls, int ncalls, sim_result_t *res)
+int braid_sim_run(const braid_sim_cfg_t *cfg, int nranks, braid_sim_call_t *calls, int ncalls, braid_sim_result_t *res)
 {
     sim_world_t w = { .n = nranks, .cfg = *cfg };
     size_t nn = (size_t)nranks * (size_t)nranks;
