@@ -104,12 +104,13 @@ static braid_status_t algo_coll_check(const braid_coll_t *c)
     return BRAID_OK;
 }
 
-static int algo_index(const braid_algo_t *a)
+int braid_algo_index(const braid_algo_t *a)
 {
-    int i = 0;
-    while (braid_algos[i] != a)
-        i++;
-    return i;
+    int n = braid_nalgos;
+    for (int i = 0; i < n; i++)
+        if (braid_algos[i] == a)
+            return i;
+    return -1;
 }
 
 int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
@@ -202,7 +203,7 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
         if (st == BRAID_OK) {
             if (algo_p != NULL)
                 *algo_p = order[i];
-            uint64_t now = (uint64_t)bytes << 8 | (uint64_t)(algo_index(order[i]) + 1);
+            uint64_t now = (uint64_t)bytes << 8 | (uint64_t)(braid_algo_index(order[i]) + 1);
             if (tuned && now != last) {
                 atomic_store_explicit(&coll->tune->last[coll->kind], now,
                                       memory_order_relaxed);

@@ -202,6 +202,9 @@ typedef struct braid_algo {
 extern const braid_algo_t *braid_algos[BRAID_ALGOS_MAX];
 extern _Atomic int braid_nalgos;
 
+/* An algorithm's index in braid_algos, or -1. */
+int braid_algo_index(const braid_algo_t *a);
+
 /* The collective an algorithm of one collective builds (user schedules). */
 braid_coll_kind_t braid_algo_kind(const braid_algo_t *a);
 

@@ -328,8 +328,11 @@ static int us_split(char *line, char **w, int max)
     char *hash = strchr(line, '#');
     if (hash != NULL)
         *hash = '\0';
-    for (char *t = strtok(line, " \t\r\n"); t != NULL && n < max; t = strtok(NULL, " \t\r\n"))
+    for (char *t = strtok(line, " \t\r\n"); t != NULL; t = strtok(NULL, " \t\r\n")) {
+        if (n == max)
+            return -1;
         w[n++] = t;
+    }
     return n;
 }
 
@@ -394,6 +397,8 @@ static braid_status_t us_parse_file(us_parse_t *p, FILE *f, us_sched_t *u, uint6
         for (size_t i = 0; i < len; i++)
             *hash = (*hash ^ (unsigned char)line[i]) * 1099511628211ull;
         int nw = us_split(line, w, 64);
+        if (nw < 0)
+            return us_fail(p, p->line, "more than 64 words");
         if (nw == 0)
             continue;
         if (!seen_version) {

@@ -62,10 +62,7 @@ static void op_header(braid_comm_t *comm, const braid_call_t *call, const braid_
                       braid_op_t *op)
 {
     braid_msg_hdr_t *h = &op->hdr;
-    h->algo = 0;
-    for (int i = 0; i < braid_nalgos; i++)
-        if (braid_algos[i] == algo)
-            h->algo = (uint8_t)(i + 1);
+    h->algo = (uint8_t)(braid_algo_index(algo) + 1);
     h->kind = (uint8_t)call->kind;
     h->dtype = (uint8_t)call->dtype;
     h->op = call->op < 0 ? 255 : (uint8_t)(call->op < 5 ? call->op : 5);
