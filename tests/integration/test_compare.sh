@@ -2,7 +2,9 @@
 # Integration test of the comparison bench, tools/compare/braid-compare: one tiny run with
 # whatever of Open MPI, MPICH and Gloo is installed (braid's tool always), then the paths
 # that need no other library: a wrong result is flagged, a missing library is skipped
-# with a note, bad flags exit 2. Never a speed: timings are benchmarks, not tests.
+# with a note, the tuner against forced algorithms (--algos), two hosts in network
+# namespaces (--hosts, --link; skipped without root), bad flags exit 2. Never a speed:
+# timings are benchmarks, not tests.
 #
 #     tests/integration/test_compare.sh BUILD_DIR     (or BRAID_BUILD_DIR=BUILD_DIR)
 #
@@ -24,7 +26,7 @@ for t in braidrun all_reduce_perf; do
         { echo "SKIP: no $t in $BUILD_DIR"; exit 77; }
 done
 
-T="timeout 50"   # the whole test stays under a minute
+T="timeout 50"   # each run of the bench stays under 50 s (the whole test about 30 s)
 . "$SRC_DIR/tests/integration/checks.sh"
 
 # bench NAME WANT_STATUS ARGS...: run braid-compare ARGS
@@ -92,6 +94,44 @@ if bench "missing library" 0 -c allreduce -n 2 -b 8 -e 8 --rounds 1 --only braid
     else fail "missing library: $n rows, want 1"; fi
 fi
 
+# ---- the tuner against forced algorithms (--algos) ----
+
+if bench "algos" 0 -c allreduce -n 2 -b 8 -e 4K -f 8 -i 20 -w 2 --rounds 1 --only braid \
+        --algos ring,rd --build-dir "$BUILD_DIR"; then
+    expect_in "algos: a column each" "$TMP/out" "^#  +size  \|  +braid  +\|  +ring  +\|  +rd  +\|.*tuner's choice"
+    expect_in "algos: forced by NCCL_ALGO" "$TMP/out" "^# rd +.*NCCL_ALGO=allreduce:rd "
+    n=$(grep -Ec '^ *[0-9]+  \|.*\| (ring|rd|oneshot|rabenseifner|tree|twoshot)$' "$TMP/out")
+    if [ "$n" -eq 4 ]; then pass "algos: the tuner's choice on every row"
+    else fail "algos: $n rows end with the tuner's choice, want 4"; fi
+    n=$(grep -Ec '^ *[0-9]+  \|.*\| +[0-9.]+ +[0-9.]+  (ring|rd) ' "$TMP/out")
+    if [ "$n" -eq 4 ]; then pass "algos: the tuner against the best forced one on every row"
+    else fail "algos: $n rows compare the tuner with ring or rd, want 4"; fi
+fi
+# an algorithm that cannot run the collective: that column fails, the others are measured
+if bench "algos: one cannot run" 1 -c allreduce -n 2 -b 8 -e 8 -i 5 -w 1 --rounds 1 \
+        --only braid --algos chain,ring --build-dir "$BUILD_DIR"; then
+    expect_in "algos: the failing one named" "$TMP/out" "^# note: chain: failed and dropped"
+    expect_in "algos: the others measured" "$TMP/out" "^ +8  \| +[0-9.]+ +[0-9.]+ \| +- +- \| +[0-9.]+ +[0-9.]+ "
+fi
+
+# ---- several hosts in network namespaces (--hosts; root) ----
+
+probe=bcprobe$$
+if ! { ip netns add "$probe" && ip netns del "$probe"; } 2>/dev/null; then
+    echo "skip: no network namespaces here (root and iproute2 needed): --hosts not checked"
+else
+    before=$(ip netns list | wc -l)
+    if bench "hosts" 0 -c allreduce -n 2 -b 8 -e 512 -f 8 -i 10 -w 2 --rounds 1 --only braid \
+            --hosts 2 --link 1gbit --algos ring --build-dir "$BUILD_DIR"; then
+        expect_in "hosts: said in the header" "$TMP/out" "^# braid-compare: allreduce, 2 ranks on 2 hosts \(link 1gbit\)"
+        expect_in "hosts: the Socket provider" "$TMP/out" "^# ring +.*NCCL_NET=Socket "
+        n=$(rows)
+        if [ "$n" -eq 3 ]; then pass "hosts: one row per size"; else fail "hosts: $n rows, want 3"; fi
+    fi
+    if [ "$(ip netns list | wc -l)" -eq "$before" ]; then pass "hosts: namespaces removed"
+    else fail "hosts: namespaces left behind: $(ip netns list | tr '\n' ' ')"; fi
+fi
+
 # ---- usage ----
 
 bench "bad flag" 2 --no-such-flag && expect_in "bad flag: usage" "$TMP/err" "^usage: braid-compare"
@@ -99,5 +139,10 @@ bench "bad collective" 2 -c allsum && expect_in "bad collective: usage" "$TMP/er
 bench "bad library" 2 --only braid,nccl && expect_in "bad library: usage" "$TMP/err" "^usage: "
 bench "bad range" 2 -b 1M -e 1K && pass "bad range exits 2"
 bench "-h" 0 -h && expect_in "-h prints usage" "$TMP/out" "^usage: braid-compare"
+bench "algos without braid" 2 --algos ring --only ompi &&
+    expect_in "algos without braid: usage" "$TMP/err" "--algos needs braid"
+bench "hosts with MPI" 2 --hosts 2 && expect_in "hosts with MPI: usage" "$TMP/err" "add --only braid"
+bench "link without hosts" 2 --link 1gbit --only braid &&
+    expect_in "link without hosts: usage" "$TMP/err" "--link shapes the link between hosts"
 
 checks_end
