@@ -232,7 +232,7 @@ static double bruck_cost(const braid_coll_t *c, const braid_model_t *m)
         fill = (bruck_rounds(n) - 1) * braid_model_slice(m, blk);
         return bruck_rounds(n) * (m->alpha[l] + 2 * m->step) +
                ((n - 1) * blk * share + fill) * m->beta[l] +
-               braid_model_passes(m, (n - 1) * blk);
+               braid_model_passes(m, c, (n - 1) * blk);
     case BRAID_COLL_ALLTOALL:
         for (int d = 1; d < n; d *= 2)
             t += m->alpha[l] + 2 * m->step + 3 * ((n - d + 2 * d - 1) / (2 * d)) * m->step +

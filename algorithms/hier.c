@@ -279,10 +279,10 @@ static double hier_cost(const braid_coll_t *c, const braid_model_t *m)
     double ag = L > 1 ? braid_model_steps(m, in, L - 1, b / L, 1, 0) : 0;
     double rs = L > 1 ? braid_model_steps(m, in, L - 1, b / L, 1, b * (L - 1) / L) : 0;
     if (c->kind == BRAID_COLL_ALLREDUCE)
-        return rs + ag + braid_model_passes(m, 2 * b) +
+        return rs + ag + braid_model_passes(m, c, 2 * b) +
                braid_model_steps(m, BRAID_LINK_NET, 2 * (H - 1), b / L / H, L,
                                  b / L * (H - 1) / H);
-    return (red ? rs : ag) + braid_model_passes(m, b) +
+    return (red ? rs : ag) + braid_model_passes(m, c, b) +
            braid_model_steps(m, BRAID_LINK_NET, H - 1, b / L / H, L, red * b / L * (H - 1) / H);
 }
 

@@ -7,7 +7,8 @@
 /*
  * Defaults, measured on the project's 2-core machines: a shared-memory hop 0.2 us and
  * ~5 GB/s per copy; a hop between veth namespaces ~3 us over TCP and ~2 GB/s; a
- * reduction ~6 GB/s of output per core; 0.05 us of executor work per step.
+ * reduction ~6 GB/s of output per core; 0.05 us of executor work per step; 1 MiB of L2
+ * per rank (the calibration takes the host's from hwloc).
  */
 const braid_model_t braid_model_default = {
     .alpha = { [BRAID_LINK_SELF] = 0.05, [BRAID_LINK_NUMA] = 0.2, [BRAID_LINK_HOST] = 0.3,
@@ -16,6 +17,7 @@ const braid_model_t braid_model_default = {
               [BRAID_LINK_HOST] = 1.0 / 4e3, [BRAID_LINK_NET] = 1.0 / 2e3 },
     .gamma = 1.0 / 6e3,
     .step = 0.05,
+    .cache = 1 << 20,
     .slice = 256 * 1024,
 };
 
@@ -48,6 +50,13 @@ double braid_model_steps(const braid_model_t *m, braid_link_t l, int nsteps, dou
 {
     return nsteps * (m->alpha[l] + m->step) + nsteps * b * m->beta[l] * share +
            reduced * m->gamma;
+}
+
+double braid_model_passes(const braid_model_t *m, const braid_coll_t *c, double bytes)
+{
+    double b = (double)braid_coll_bytes(c), from = m->cache / 8, to = m->cache / 2;
+    double part = b <= from ? 0 : b >= to ? 1 : (b - from) / (to - from);
+    return part * bytes * m->beta[BRAID_LINK_SELF];
 }
 
 double braid_model_nic_share(const braid_coll_t *c)

@@ -27,6 +27,7 @@ typedef struct braid_model {
     double beta[BRAID_LINK_NCLASSES];   /* us per byte through one link */
     double gamma;                       /* us per byte combined by a reduction */
     double step;                        /* us: the executor's cost per step */
+    double cache;                       /* bytes of L2 cache per rank: braid_model_passes */
     double slice;                       /* bytes per slice (the communicator's slot) */
 } braid_model_t;
 
@@ -75,12 +76,13 @@ static inline double braid_model_local(const braid_model_t *m, double b)
  * Extra passes over the user's buffers: an algorithm of several stages writes what it
  * receives into the buffer and reads it again in a later stage, where the ring's fused
  * steps go from slot to slot in cache. Measured on 4 ranks, 128 MiB: Rabenseifner moves
- * the ring's bytes and takes 1.4x its time.
+ * the ring's bytes and takes 1.4x its time. While a rank's buffers stay in its cache the
+ * passes cost next to nothing (4 ranks, 32 KiB: Rabenseifner 0.85x the ring's time). A
+ * rank's working set is several times the call's bytes (its two buffers, scratch, the
+ * slots peers write into), so the passes are free up to m->cache / 8 of the call's bytes,
+ * charged one copy's cost per byte from m->cache / 2 up, and linearly in between.
  */
-static inline double braid_model_passes(const braid_model_t *m, double bytes)
-{
-    return bytes * m->beta[BRAID_LINK_SELF];
-}
+double braid_model_passes(const braid_model_t *m, const struct braid_coll *c, double bytes);
 
 /* Bytes of one slice for a message of b bytes: the pipeline's fill and drain unit. */
 static inline double braid_model_slice(const braid_model_t *m, double b)

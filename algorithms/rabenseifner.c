@@ -78,7 +78,7 @@ static double rabenseifner_cost(const braid_coll_t *c, const braid_model_t *m)
     int hops = 2 * L + 2 * (int)fold;
     return braid_model_steps(m, l, hops, moved / hops, braid_model_nic_share(c),
                              b * (p - 1) / p + fold * b) +
-           braid_model_passes(m, 2 * moved);
+           braid_model_passes(m, c, 2 * moved);
 }
 
 const braid_algo_t braid_algo_rabenseifner = {

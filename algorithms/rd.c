@@ -294,14 +294,14 @@ static double rd_cost(const braid_coll_t *c, const braid_model_t *m)
     switch (c->kind) {
     case BRAID_COLL_ALLREDUCE:
         return braid_model_steps(m, l, hops, b, share, (L + fold) * b) +
-               braid_model_passes(m, 2 * L * b);
+               braid_model_passes(m, c, 2 * L * b);
     case BRAID_COLL_ALLGATHER:
         return braid_model_steps(m, l, hops, (b * (p - 1) / p + fold * b) / hops, share, 0) +
-               braid_model_passes(m, b * (p - 1) / p);
+               braid_model_passes(m, c, b * (p - 1) / p);
     case BRAID_COLL_REDUCESCATTER:
         return braid_model_steps(m, l, hops, (b * (p - 1) / p + fold * b) / hops, share,
                                  b * (p - 1) / p + fold * b) +
-               braid_model_passes(m, b * (p - 1) / p);
+               braid_model_passes(m, c, b * (p - 1) / p);
     default:
         return BRAID_COST_NONE;
     }

@@ -225,7 +225,7 @@ static double tree_cost(const braid_coll_t *c, const braid_model_t *m)
         return braid_model_local(m, b);
     double fill = (d - 1) * braid_model_slice(m, b / 2);
     return 2 * (d * (m->alpha[l] + m->step) + (b + fill) * m->beta[l] * tree_nic_share(c)) +
-           b * m->gamma + braid_model_passes(m, 2 * b);
+           b * m->gamma + braid_model_passes(m, c, 2 * b);
 }
 
 const braid_algo_t braid_algo_tree = {

@@ -78,9 +78,9 @@ static void info_topo_print(FILE *out)
         fprintf(out, "  (unknown: %s)\n", braid_err_last());
         return;
     }
-    fprintf(out, "  this host: %d packages, %d cores, %d PUs, %d NUMA nodes (%s); this "
-            "process runs on NUMA node %d\n", hw.npackages, hw.ncores, hw.npus, hw.nnuma,
-            hw.source, braid_numa_self());
+    fprintf(out, "  this host: %d packages, %d cores, %d PUs, %d NUMA nodes, L2 %zu KiB per "
+            "core (%s); this process runs on NUMA node %d\n", hw.npackages, hw.ncores,
+            hw.npus, hw.nnuma, hw.l2 >> 10, hw.source, braid_numa_self());
     info_devs_print(out, "NICs", hw.nnics, hw.nics);
     info_devs_print(out, "GPUs", hw.ngpus, hw.gpus);
 }

@@ -4,10 +4,13 @@
  *   rank 0 --8 B-->  peer  --8 B--> rank 0      x CALIB_REPS_SMALL: alpha = round trip / 2
  *   rank 0 --1 MiB-> peer --1 MiB-> rank 0      x CALIB_REPS_LARGE: beta from the difference
  *
- * with one peer on rank 0's host (if it has one) and one on the next host (if there is
- * one); the other ranks only wait. Then every rank takes rank 0's model from a bootstrap
- * all-gather, which also tells whether every rank had it cached (then nothing was
- * measured). Two all-gathers at most, and a few milliseconds of messages.
+ * Inside a host, every host's ranks ping-pong in pairs (local ranks 0-1, 2-3, ...) at the
+ * same time, as they all work at once in a collective: where ranks outnumber cores, each
+ * message then also pays the hand-over between processes, and each copy the sharing of
+ * memory bandwidth, as they do in a ring. Between hosts, rank 0 and the first rank of the
+ * next host alone (the model charges a NIC's sharing itself). Then every rank takes rank
+ * 0's model from a bootstrap all-gather, which also tells whether every rank had it cached
+ * (then nothing was measured). Two all-gathers at most, and 10-30 ms of messages.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -22,7 +25,7 @@
 #define CALIB_SMALL 8
 #define CALIB_LARGE (1 << 20)
 #define CALIB_REPS_SMALL 16
-#define CALIB_REPS_LARGE 3
+#define CALIB_REPS_LARGE 3     /* at most CALIB_REPS_SMALL */
 #define CALIB_CACHE 8
 
 typedef struct calib_entry {
@@ -78,34 +81,49 @@ static braid_status_t calib_p2p(braid_comm_t *comm, int send, int peer, void *bu
     return braid_enqueue(comm, &call);
 }
 
-/* Round trips of `bytes` between rank 0 and `peer`; rank 0 gets the mean in us. */
-static braid_status_t calib_pingpong(braid_comm_t *comm, int peer, void *buf, size_t bytes,
-                                     int reps, double *us_p)
+/* This rank's partner in a ping-pong (-1: none), and whether it sends first. */
+typedef struct calib_pair {
+    int peer, lead;
+} calib_pair_t;
+
+static int calib_cmp(const void *a, const void *b)
 {
-    int me = comm->rank;
-    double t0 = braid_now();
-    for (int i = 0; i < reps; i++) {
-        if (me == 0) {
-            BRAID_CHECK(calib_p2p(comm, 1, peer, buf, bytes));
-            BRAID_CHECK(calib_p2p(comm, 0, peer, buf, bytes));
-        } else if (me == peer) {
-            BRAID_CHECK(calib_p2p(comm, 0, 0, buf, bytes));
-            BRAID_CHECK(calib_p2p(comm, 1, 0, buf, bytes));
-        }
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Round trips of `bytes` with the pair's peer; the median in us (a process that the
+ * scheduler put to sleep once does not set the figure). */
+static braid_status_t calib_pingpong(braid_comm_t *comm, calib_pair_t pair, void *buf,
+                                     size_t bytes, int reps, double *us_p)
+{
+    double t[CALIB_REPS_SMALL];
+    for (int i = 0; i < reps && pair.peer >= 0; i++) {
+        double t0 = braid_now();
+        BRAID_CHECK(calib_p2p(comm, pair.lead, pair.peer, buf, bytes));
+        BRAID_CHECK(calib_p2p(comm, !pair.lead, pair.peer, buf, bytes));
+        t[i] = (braid_now() - t0) * 1e6;
     }
-    *us_p = (braid_now() - t0) * 1e6 / reps;
+    if (pair.peer >= 0) {
+        qsort(t, (size_t)reps, sizeof(t[0]), calib_cmp);
+        *us_p = t[reps / 2];
+    }
     return BRAID_OK;
 }
 
-/* Measure link class l through `peer` into m (rank 0's figures count). */
-static braid_status_t calib_link(braid_comm_t *comm, int peer, void *buf, braid_model_t *m)
+/* Measure the link class between rank 0 and its pair's peer into m (rank 0's figures
+ * count); every rank runs it with its own pair. */
+static braid_status_t calib_link(braid_comm_t *comm, calib_pair_t pair, void *buf,
+                                 braid_model_t *m)
 {
     double small, large;
     /* one warm-up round trip of each size first: connections, page faults */
-    BRAID_CHECK(calib_pingpong(comm, peer, buf, CALIB_LARGE, 1, &large));
-    BRAID_CHECK(calib_pingpong(comm, peer, buf, CALIB_SMALL, CALIB_REPS_SMALL, &small));
-    BRAID_CHECK(calib_pingpong(comm, peer, buf, CALIB_LARGE, CALIB_REPS_LARGE, &large));
-    braid_link_t l = braid_topo_link(&comm->topo, 0, peer);
+    BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_LARGE, 1, &large));
+    BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_SMALL, CALIB_REPS_SMALL, &small));
+    BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_LARGE, CALIB_REPS_LARGE, &large));
+    if (comm->rank != 0)
+        return BRAID_OK;
+    braid_link_t l = braid_topo_link(&comm->topo, 0, pair.peer);
     double alpha = small / 2 - m->step, beta = (large - small) / 2 / (CALIB_LARGE - CALIB_SMALL);
     m->alpha[l] = alpha > 0.01 ? alpha : 0.01;
     m->beta[l] = beta > 1e-7 ? beta : 1e-7;
@@ -134,16 +152,32 @@ static void calib_gamma(void *buf, braid_model_t *m)
 static braid_status_t calib_measure(braid_comm_t *comm, braid_model_t *m)
 {
     const braid_topo_t *t = &comm->topo;
+    int me = comm->rank, h = t->host_of[me], li = t->local_rank[me];
+    /* inside hosts: local ranks 2k and 2k+1 of every host at once */
+    calib_pair_t local = { -1, !(li & 1) }, net = { -1, me == 0 };
+    if ((li ^ 1) < braid_topo_nlocal(t, h))
+        local.peer = t->host_ranks[t->host_first[h] + (li ^ 1)];
+    /* between hosts: rank 0 and the first rank of host 1 */
+    int other = t->nhosts > 1 ? t->host_ranks[t->host_first[1]] : -1;
+    net.peer = me == 0 ? other : me == other ? 0 : -1;
     unsigned char *buf = calloc(1, CALIB_LARGE);
     if (buf == NULL)
         return braid_err(BRAID_ERR_NOMEM, "calibration: out of memory");
     braid_status_t st = BRAID_OK;
     if (braid_topo_nlocal(t, 0) > 1)
-        st = calib_link(comm, t->host_ranks[1], buf, m);
+        st = calib_link(comm, local, buf, m);
     if (st == BRAID_OK && t->nhosts > 1)
-        st = calib_link(comm, t->host_ranks[t->host_first[1]], buf, m);
-    if (st == BRAID_OK && comm->rank == 0)
+        st = calib_link(comm, net, buf, m);
+    if (st == BRAID_OK && comm->rank == 0) {
         calib_gamma(buf, m);
+        /* a core's L2, shared by the ranks on this kernel when they outnumber its cores */
+        braid_host_hw_t hw;
+        int sharing = 0;
+        for (int r = 0; r < comm->nranks; r++)
+            sharing += comm->peers[r].machine_id == comm->peers[0].machine_id;
+        if (braid_host_hw(&hw) == BRAID_OK && hw.l2 > 0 && hw.ncores > 0)
+            m->cache = (double)hw.l2 / (sharing > hw.ncores ? (double)sharing / hw.ncores : 1);
+    }
     free(buf);
     return st;
 }
@@ -186,9 +220,9 @@ braid_status_t braid_calibrate(braid_comm_t *comm)
         calib_store(sig, m);
     }
     BRAID_INFO(BRAID_SUB_INIT, "calibration%s in %.1f ms: alpha numa %.2f net %.2f us, "
-               "%.2f / %.2f GB/s, reduce %.2f GB/s", all_cached ? " (cached)" : "",
+               "%.2f / %.2f GB/s, reduce %.2f GB/s, cache %.0f KiB", all_cached ? " (cached)" : "",
                (braid_now() - t0) * 1e3, m->alpha[BRAID_LINK_NUMA], m->alpha[BRAID_LINK_NET],
                1e-3 / m->beta[BRAID_LINK_NUMA], 1e-3 / m->beta[BRAID_LINK_NET],
-               1e-3 / m->gamma);
+               1e-3 / m->gamma, m->cache / 1024);
     return BRAID_OK;
 }

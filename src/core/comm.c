@@ -146,6 +146,7 @@ static void peer_info_fill(braid_peer_info_t *me, int cudev, uint64_t tune_hash)
 {
     memset(me, 0, sizeof(*me));
     me->host_id = braid_host_id();
+    me->machine_id = braid_machine_id();
     me->pid = (int32_t)getpid();
     me->starttime = braid_proc_self_starttime();
     me->cudev = cudev;
@@ -210,13 +211,17 @@ static braid_status_t comm_tables(braid_comm_t *comm)
 }
 
 /* More ranks of this communicator on this host than cores this process may run on? */
+/* More of the communicator's ranks on this kernel than cores to run on: hosts emulated
+ * with NCCL_HOSTID in network namespaces share one machine's cores too. */
 static int comm_oversubscribed(const braid_comm_t *comm)
 {
     cpu_set_t set;
-    int local = braid_topo_nlocal(&comm->topo, comm->topo.host_of[comm->rank]), cpus = 0;
+    int sharing = 0, cpus = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        sharing += comm->peers[r].machine_id == comm->peers[comm->rank].machine_id;
     if (sched_getaffinity(0, sizeof(set), &set) == 0)
         cpus = CPU_COUNT(&set);
-    return cpus > 0 && local > cpus;
+    return cpus > 0 && sharing > cpus;
 }
 
 static braid_status_t comm_slots(braid_comm_t *comm)

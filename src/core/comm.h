@@ -32,6 +32,7 @@ typedef enum {
 /* What each rank tells the others at init (the bootstrap info blob). */
 typedef struct braid_peer_info {
     uint64_t host_id;
+    uint64_t machine_id;       /* braid_machine_id: which ranks share this kernel's cores */
     uint64_t starttime;        /* /proc/<pid>/stat start time: tells a reused pid apart */
     int32_t pid;
     int32_t cudev;
@@ -85,7 +86,7 @@ struct ncclComm {
     uint8_t *pid_visible;              /* [nranks] peer's pid can be watched via /proc */
     uint64_t child_count;              /* splits and shrinks made from this comm */
     int check_host_ptrs;               /* check buffers are CPU-readable (device/device.h) */
-    int oversubscribed;                /* more ranks on this host than cores we may run on */
+    int oversubscribed;                /* more ranks on this machine than cores we may run on */
     size_t stream_min;                 /* BRAID_STREAM_MIN: stream outputs from this size */
     braid_premul_t *premuls;           /* ncclRedOpCreatePreMulSum handles */
     int npremuls;

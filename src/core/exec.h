@@ -58,7 +58,7 @@ typedef struct braid_op {
     const braid_exec_hooks_t *hooks;
     void *hook_ctx;
     int p2p_peer;                   /* send/recv: the peer (the caller's bookkeeping) */
-    int oversubscribed;             /* more ranks on this host than cores: yield, don't spin */
+    int oversubscribed;             /* more ranks on this machine than cores: yield, don't spin */
     int stream_out;                 /* write destinations with non-temporal stores */
     int pull_cma;                   /* pull with cross-memory attach even from this process
                                      * (tests: exercises that path in one process) */

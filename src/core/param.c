@@ -87,7 +87,7 @@ static const param_entry_t param_table[] = {
         "Simple-like one"),
     [BRAID_P_CALIBRATE] = P_BOOL("CALIBRATE", NULL, "1",
         "measure the links' latency and bandwidth at communicator creation for the tuner "
-        "(a few ms, cached per layout in the process); 0: the built-in cost model"),
+        "(10-30 ms, cached per layout in the process); 0: the built-in cost model"),
     [BRAID_P_TUNER_PLUGIN] = P_STR("TUNER_PLUGIN", "NCCL_TUNER_PLUGIN", "",
         "an NCCL tuner plugin (ncclTunerPlugin_v4 or v5) that may override the tuner: NAME "
         "(libnccl-tuner-NAME.so) or a path; none: no plugin"),

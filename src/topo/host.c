@@ -15,6 +15,7 @@
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 static char host_name[256];
 static uint64_t host_hash;      /* hash of hostname and boot id */
+static uint64_t machine_hash;   /* hash of the boot id */
 
 uint64_t braid_host_fnv1a(uint64_t hash, const void *data, size_t len)
 {
@@ -48,6 +49,7 @@ static void host_init(void)
     host_boot_id_read(boot_id, sizeof(boot_id));
     host_hash = braid_host_fnv1a(BRAID_FNV1A_INIT, host_name, strlen(host_name));
     host_hash = braid_host_fnv1a(host_hash, boot_id, strlen(boot_id));
+    machine_hash = braid_host_fnv1a(BRAID_FNV1A_INIT, boot_id, strlen(boot_id));
 }
 
 uint64_t braid_host_id(void)
@@ -60,6 +62,12 @@ uint64_t braid_host_id(void)
     else
         id = host_hash;
     return id != 0 ? id : 1;
+}
+
+uint64_t braid_machine_id(void)
+{
+    pthread_once(&host_once, host_init);
+    return machine_hash != 0 ? machine_hash : 1;
 }
 
 const char *braid_host_name(void)

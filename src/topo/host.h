@@ -15,6 +15,10 @@
 /* This process's host id (NCCL_HOSTID hashed when set; re-read on each call). Never 0. */
 uint64_t braid_host_id(void);
 
+/* The kernel's boot id hashed, whatever NCCL_HOSTID says: processes with equal ids share
+ * one kernel and so its cores (the hosts of network-namespace tests, containers). Never 0. */
+uint64_t braid_machine_id(void);
+
 /* The full hostname (gethostname), "unknown" if that fails. Never NULL; do not free. */
 const char *braid_host_name(void);
 

@@ -194,6 +194,8 @@ static void hw_discover(void)
     hw->ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
     hw->npus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
     hw->nnuma = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+    hwloc_obj_t l2 = hwloc_get_obj_by_type(topo, HWLOC_OBJ_L2CACHE, 0);
+    hw->l2 = l2 != NULL && l2->attr != NULL ? (size_t)l2->attr->cache.size : 0;
     hw_devices(topo, hw);
     hw_topo = topo;
     BRAID_INFO(BRAID_SUB_INIT, "topology (%s): %d packages, %d cores, %d PUs, %d NUMA nodes, "

@@ -61,6 +61,7 @@ int braid_numa_self(void);
 #define BRAID_HW_NAMELEN 48
 typedef struct braid_host_hw {
     int npackages, ncores, npus, nnuma;
+    size_t l2;          /* bytes of the first core's L2 cache; 0: unknown */
     int nnics, ngpus;   /* listed below up to BRAID_HW_MAXDEV each */
     char nics[BRAID_HW_MAXDEV][BRAID_HW_NAMELEN];  /* "eth0 (PCI 0000:3b:00.0)", "ib0" */
     char gpus[BRAID_HW_MAXDEV][BRAID_HW_NAMELEN];  /* "PCI 0000:65:00.0 NVIDIA 2330" */
