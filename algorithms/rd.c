@@ -272,39 +272,46 @@ static braid_status_t rd_build(const braid_coll_t *c, braid_sched_t *s)
     }
 }
 
+/* The slowest link between partners in the round at distance `dist` (dist 0: the fold's
+ * pairs 2v, 2v+1). */
+static braid_link_t rd_round_link(const braid_rd_t *rd, const braid_coll_t *c, int dist)
+{
+    braid_link_t worst = BRAID_LINK_SELF;
+    for (int v = 0; v < (dist ? rd->p : rd->extra); v++) {
+        int a = dist ? braid_rd_real(rd, v) : 2 * v, b = dist ? braid_rd_real(rd, v ^ dist) : a + 1;
+        braid_link_t l = braid_coll_link(c, a, b);
+        worst = l > worst ? l : worst;
+    }
+    return worst;
+}
+
 /*
- * L = log2(p) rounds, plus 2 hops when n != p (fold in, fold out), on the slowest link; a
- * host's ranks share its NIC as in an all-to-all (braid_model_nic_share):
- *   all-reduce       L rounds of the whole buffer b (pipelined), + 2 hops of b
- *   all-gather       (p-1)/p * b over the rounds (b: the whole output), + ~b for the fold
+ * Round by round, each on the slowest link between its partners (with ranks numbered host
+ * by host, the rounds of short distance stay inside hosts); in a round between hosts every
+ * rank of a host sends off it at once, sharing its NIC. The fold adds 2 hops when n != p.
+ *   all-reduce       L rounds of the whole buffer b, each combined; the fold 2 hops of b
+ *   all-gather       the round at distance d moves d/p of b (the whole output); fold ~b
  *   reduce-scatter   the same, and as many bytes combined
  */
 static double rd_cost(const braid_coll_t *c, const braid_model_t *m)
 {
     braid_rd_t rd;
-    double b = (double)braid_coll_bytes(c);
-    braid_link_t l = braid_coll_worst(c);
-    double share = braid_model_nic_share(c);
+    double b = (double)braid_coll_bytes(c), t = 0;
+    int ar = c->kind == BRAID_COLL_ALLREDUCE, red = c->kind != BRAID_COLL_ALLGATHER;
     if (c->nranks == 1)
         return braid_model_local(m, b);
-    braid_rd_init(&rd, c, 0);
-    int p = rd.p, L = rd.rounds;
-    double fold = rd.extra > 0 ? 1 : 0;
-    int hops = L + 2 * (int)fold;
-    switch (c->kind) {
-    case BRAID_COLL_ALLREDUCE:
-        return braid_model_steps(m, l, hops, b, share, (L + fold) * b) +
-               braid_model_passes(m, c, 2 * L * b);
-    case BRAID_COLL_ALLGATHER:
-        return braid_model_steps(m, l, hops, (b * (p - 1) / p + fold * b) / hops, share, 0) +
-               braid_model_passes(m, c, b * (p - 1) / p);
-    case BRAID_COLL_REDUCESCATTER:
-        return braid_model_steps(m, l, hops, (b * (p - 1) / p + fold * b) / hops, share,
-                                 b * (p - 1) / p + fold * b) +
-               braid_model_passes(m, c, b * (p - 1) / p);
-    default:
+    if (!ar && c->kind != BRAID_COLL_ALLGATHER && c->kind != BRAID_COLL_REDUCESCATTER)
         return BRAID_COST_NONE;
+    braid_rd_init(&rd, c, 0);
+    for (int d = 1; d < rd.p; d *= 2) {
+        braid_link_t l = rd_round_link(&rd, c, d);
+        double bytes = ar ? b : b * d / rd.p;
+        t += braid_model_steps(m, l, 1, bytes, l == BRAID_LINK_NET ? braid_coll_maxlocal(c) : 1,
+                               red ? bytes : 0);
     }
+    if (rd.extra > 0)
+        t += braid_model_steps(m, rd_round_link(&rd, c, 0), 2, ar ? b : b / 2, 1, red ? b : 0);
+    return t + braid_model_passes(m, c, ar ? 2 * rd.rounds * b : b * (rd.p - 1) / rd.p);
 }
 
 const braid_algo_t braid_algo_rd = {
