@@ -77,7 +77,7 @@ static inline double braid_model_local(const braid_model_t *m, double b)
  * receives into the buffer and reads it again in a later stage, where the ring's fused
  * steps go from slot to slot in cache. Measured on 4 ranks, 128 MiB: Rabenseifner moves
  * the ring's bytes and takes 1.4x its time. While a rank's buffers stay in its cache the
- * passes cost next to nothing (4 ranks, 32 KiB: Rabenseifner 0.85x the ring's time). A
+ * passes cost next to nothing (4 ranks, 32 KiB: Rabenseifner 0.88x the ring's time). A
  * rank's working set is several times the call's bytes (its two buffers, scratch, the
  * slots peers write into), so the passes are free up to m->cache / 8 of the call's bytes,
  * charged one copy's cost per byte from m->cache / 2 up, and linearly in between.

@@ -278,8 +278,8 @@ static braid_link_t rd_round_link(const braid_rd_t *rd, const braid_coll_t *c, i
 {
     braid_link_t worst = BRAID_LINK_SELF;
     for (int v = 0; v < (dist ? rd->p : rd->extra); v++) {
-        int a = dist ? braid_rd_real(rd, v) : 2 * v, b = dist ? braid_rd_real(rd, v ^ dist) : a + 1;
-        braid_link_t l = braid_coll_link(c, a, b);
+        int a = dist ? braid_rd_real(rd, v) : 2 * v;
+        braid_link_t l = braid_coll_link(c, a, dist ? braid_rd_real(rd, v ^ dist) : a + 1);
         worst = l > worst ? l : worst;
     }
     return worst;

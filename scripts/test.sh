@@ -20,6 +20,11 @@ for log in "$src"/build/test-suite.log "$src"/build-asan/test-suite.log; do
     x=$(sed -n 's/^# XPASS: *//p' "$log"); e=$(sed -n 's/^# ERROR: *//p' "$log")
     s=$(sed -n 's/^# SKIP: *//p' "$log")
     pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0} + ${x:-0} + ${e:-0})); skip=$((skip + ${s:-0}))
+    # automake's summary holds the logs of the failing tests: show them where CI shows output
+    if [ "${f:-0}${x:-0}${e:-0}" != 000 ]; then
+        echo "---- the failing tests' logs, from $log (last 200 lines):"
+        tail -n 200 "$log"
+    fi
 done
 [ "$fail" -eq 0 ] || status=1
 echo "$pass passed, $fail failed, $skip skipped"

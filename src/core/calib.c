@@ -172,11 +172,9 @@ static braid_status_t calib_measure(braid_comm_t *comm, braid_model_t *m)
         calib_gamma(buf, m);
         /* a core's L2, shared by the ranks on this kernel when they outnumber its cores */
         braid_host_hw_t hw;
-        int sharing = 0;
-        for (int r = 0; r < comm->nranks; r++)
-            sharing += comm->peers[r].machine_id == comm->peers[0].machine_id;
+        int k = comm->kernel_ranks;
         if (braid_host_hw(&hw) == BRAID_OK && hw.l2 > 0 && hw.ncores > 0)
-            m->cache = (double)hw.l2 / (sharing > hw.ncores ? (double)sharing / hw.ncores : 1);
+            m->cache = (double)hw.l2 / (k > hw.ncores ? (double)k / hw.ncores : 1);
     }
     free(buf);
     return st;

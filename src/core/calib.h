@@ -2,8 +2,9 @@
  * The tuner's calibration at communicator creation: a few ping-pongs measure the latency
  * and bandwidth of the communicator's link classes (inside a host, between hosts), a timed
  * reduction its combine rate, and hwloc the L2 cache per rank; rank 0's figures become
- * every rank's cost model, so that all choose alike. Cached per layout in the process: a communicator with the same
- * hosts, ranks per host, provider and slot size reuses the figures without measuring.
+ * every rank's cost model, so that all choose alike. Cached per layout in the process: a
+ * communicator with the same hosts, ranks per host, provider and slot size reuses the
+ * figures without measuring.
  * BRAID_CALIBRATE=0 keeps the default model (algorithms/model.c).
  */
 #ifndef BRAID_CORE_CALIB_H

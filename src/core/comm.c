@@ -211,17 +211,19 @@ static braid_status_t comm_tables(braid_comm_t *comm)
 }
 
 /* More ranks of this communicator on this host than cores this process may run on? */
-/* More of the communicator's ranks on this kernel than cores to run on: hosts emulated
- * with NCCL_HOSTID in network namespaces share one machine's cores too. */
-static int comm_oversubscribed(const braid_comm_t *comm)
+/* The communicator's ranks on this kernel, and whether they outnumber the cores this
+ * process may run on: hosts emulated with NCCL_HOSTID in network namespaces share one
+ * machine's cores too. */
+static void comm_kernel_ranks(braid_comm_t *comm)
 {
     cpu_set_t set;
-    int sharing = 0, cpus = 0;
+    int cpus = 0;
+    comm->kernel_ranks = 0;
     for (int r = 0; r < comm->nranks; r++)
-        sharing += comm->peers[r].machine_id == comm->peers[comm->rank].machine_id;
+        comm->kernel_ranks += comm->peers[r].machine_id == comm->peers[comm->rank].machine_id;
     if (sched_getaffinity(0, sizeof(set), &set) == 0)
         cpus = CPU_COUNT(&set);
-    return cpus > 0 && sharing > cpus;
+    comm->oversubscribed = cpus > 0 && comm->kernel_ranks > cpus;
 }
 
 static braid_status_t comm_slots(braid_comm_t *comm)
@@ -299,7 +301,7 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     BRAID_CHECK(comm_tables(comm));
     BRAID_CHECK(comm_slots(comm));
     BRAID_CHECK(comm_tune_agree(comm));
-    comm->oversubscribed = comm_oversubscribed(comm);
+    comm_kernel_ranks(comm);
     comm->stream_min = (size_t)braid_param_int(BRAID_P_STREAM_MIN);
     BRAID_CHECK(braid_shm_setup(comm));
     BRAID_CHECK(braid_net_setup(comm));

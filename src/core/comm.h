@@ -86,7 +86,8 @@ struct ncclComm {
     uint8_t *pid_visible;              /* [nranks] peer's pid can be watched via /proc */
     uint64_t child_count;              /* splits and shrinks made from this comm */
     int check_host_ptrs;               /* check buffers are CPU-readable (device/device.h) */
-    int oversubscribed;                /* more ranks on this machine than cores we may run on */
+    int kernel_ranks;                  /* ranks on this kernel (peers' machine_id), self included */
+    int oversubscribed;                /* kernel_ranks outnumber the cores we may run on */
     size_t stream_min;                 /* BRAID_STREAM_MIN: stream outputs from this size */
     braid_premul_t *premuls;           /* ncclRedOpCreatePreMulSum handles */
     int npremuls;
