@@ -167,8 +167,8 @@ static void algo_log_choice(const braid_coll_t *coll, size_t bytes, const braid_
 braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
                                 const braid_algo_t **algo_p)
 {
-    const braid_algo_t *order[32];
-    double costs[32];
+    const braid_algo_t *order[BRAID_ALGOS_MAX];
+    double costs[BRAID_ALGOS_MAX];
     size_t es = braid_dtype_size(coll->dtype), bytes = braid_coll_bytes(coll);
     braid_sched_init(s, es);
     BRAID_CHECK(algo_coll_check(coll));
@@ -192,7 +192,7 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
     if (!plugin && last != 0 && last >> 8 == bytes) {
         order[n++] = braid_algos[(last & 0xff) - 1];
     } else {
-        n = braid_algo_rank(coll, order, costs, 32);
+        n = braid_algo_rank(coll, order, costs, BRAID_ALGOS_MAX);
         own = n > 0 ? order[0] : NULL;
         if (plugin)
             plugged = braid_tune_plugin_pick(coll, order, costs, n);
@@ -218,8 +218,8 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
     if (coll->tune != NULL && coll->tune->algo_spec[0] != '\0')
         return braid_err(BRAID_ERR_USAGE, "NCCL_ALGO=\"%s\" allows no algorithm that "
                          "can run %s of %zu bytes on this communicator (%d ranks, %d host%s)",
-                         coll->tune->algo_spec, braid_coll_name(coll->kind),
-                         braid_coll_bytes(coll), coll->nranks, braid_coll_nhosts(coll),
+                         coll->tune->algo_spec, braid_coll_name(coll->kind), bytes,
+                         coll->nranks, braid_coll_nhosts(coll),
                          braid_coll_nhosts(coll) > 1 ? "s" : "");
     return braid_err(BRAID_ERR_INTERNAL, "no algorithm builds %s on %d ranks (count %zu, %s)",
                      braid_coll_name(coll->kind), coll->nranks, coll->count,

@@ -76,6 +76,7 @@ struct braid_shm {
 };
 
 _Static_assert(sizeof(shm_slot_hdr_t) == SHM_CL, "slot header is one cache line");
+_Static_assert(sizeof(braid_shm_ctrl_t) <= SHM_PAGE, "control block fits its page");
 
 /* Rank r's place among this host's ranks (its FIFO's place in every segment of the host),
  * -1 when it is on another host. */
@@ -89,7 +90,6 @@ static int shm_nlocal(const braid_comm_t *comm)
 {
     return braid_topo_nlocal(&comm->topo, comm->topo.host_of[comm->rank]);
 }
-_Static_assert(sizeof(braid_shm_ctrl_t) <= SHM_PAGE, "control block fits its page");
 
 static size_t align_up(size_t v, size_t a)
 {
