@@ -3,10 +3,11 @@
  *
  * The choice is a pure function of the call and of what every rank agreed at init (the
  * layout, the cost model, NCCL_ALGO), so that every rank of a communicator picks the same
- * algorithm and their schedules match message for message: among the algorithms that
- * NCCL_ALGO allows for the collective, the one whose cost function predicts the shortest
- * time; ties go to the earlier in the table. An algorithm may decline a call (its cost
- * function says BRAID_COST_NONE, its builder BRAID_ERR_UNSUPPORTED) and the next is tried.
+ * algorithm and slice size and their schedules match message for message: among the
+ * algorithms that NCCL_ALGO allows for the collective, the one whose cost function predicts
+ * the shortest time at its best slice size; ties go to the earlier in the table, and to
+ * the larger slice. An algorithm may decline a call (its cost function says
+ * BRAID_COST_NONE, its builder BRAID_ERR_UNSUPPORTED) and the next is tried.
  *
  * User arguments were checked by src/api/; what arrives here and makes no sense (an unknown
  * collective or datatype, a rank or root outside the communicator) is a braid bug.
@@ -113,8 +114,34 @@ int braid_algo_index(const braid_algo_t *a)
     return -1;
 }
 
-int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
-                    int max)
+/* An algorithm's cost at its best slice: the model's, or one of its halves (*cuts_p: how
+ * many halvings; a pipeline's fill shrinks with the slice and its hand-overs grow), or at
+ * BRAID_SLICE_SIZE where it is set. */
+static double algo_cost(const braid_coll_t *coll, const braid_algo_t *a, const braid_model_t *m,
+                        int *cuts_p)
+{
+    braid_model_t cut = *m;
+    *cuts_p = 0;
+    if (coll->tune != NULL && coll->tune->slice != 0) {
+        cut.slice = (double)coll->tune->slice;
+        return a->cost(coll, &cut);
+    }
+    double best = a->cost(coll, m);
+    for (int k = 1; best >= 0 && k <= BRAID_SLICE_CUTS && m->slice / (1 << k) >= BRAID_SLICE_MIN;
+         k++) {
+        cut.slice = m->slice / (1 << k);
+        double c = a->cost(coll, &cut);
+        if (c < best) {
+            best = c;
+            *cuts_p = k;
+        }
+    }
+    return best;
+}
+
+/* braid_algo_rank, with the slices as halvings of the model's. */
+static int algo_rank_cuts(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
+                          int *cuts, int max)
 {
     const braid_model_t *m = coll->tune != NULL ? &coll->tune->model : &braid_model_default;
     uint32_t allow = coll->tune != NULL ? coll->tune->allow[coll->kind] : ~0u;
@@ -123,7 +150,8 @@ int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double
         const braid_algo_t *a = braid_algos[i];
         if (!(a->colls & (1u << coll->kind)) || !(allow & (1u << i)))
             continue;
-        double c = a->cost(coll, m);
+        int k;
+        double c = algo_cost(coll, a, m, &k);
         if (c < 0)
             continue;
         int j = n < max ? n++ : max;            /* insertion, stable for ties */
@@ -131,14 +159,34 @@ int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double
             if (j < max) {
                 algos[j] = algos[j - 1];
                 costs[j] = costs[j - 1];
+                cuts[j] = cuts[j - 1];
             }
             j--;
         }
         if (j < max) {
             algos[j] = a;
             costs[j] = c;
+            cuts[j] = k;
         }
     }
+    return n;
+}
+
+static size_t algo_slice(const braid_coll_t *coll, int cuts)
+{
+    if (coll->tune != NULL && coll->tune->slice != 0)
+        return coll->tune->slice;
+    const braid_model_t *m = coll->tune != NULL ? &coll->tune->model : &braid_model_default;
+    return (size_t)m->slice >> cuts;
+}
+
+int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
+                    size_t *slices, int max)
+{
+    int cuts[BRAID_ALGOS_MAX];
+    int n = algo_rank_cuts(coll, algos, costs, cuts, max < BRAID_ALGOS_MAX ? max : BRAID_ALGOS_MAX);
+    for (int i = 0; slices != NULL && i < n && i < max; i++)
+        slices[i] = algo_slice(coll, cuts[i]);
     return n;
 }
 
@@ -146,18 +194,18 @@ int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double
  * (not for send and receive, which have one algorithm).
  * `own`: braid's own choice when the tuner plugin overrode it. */
 static void algo_log_choice(const braid_coll_t *coll, size_t bytes, const braid_algo_t *a,
-                            const braid_algo_t *own)
+                            size_t slice, const braid_algo_t *own)
 {
     if (!BRAID_LOG_ENABLED(BRAID_LOG_INFO, BRAID_SUB_TUNING) || coll->kind == BRAID_COLL_SEND ||
         coll->kind == BRAID_COLL_RECV)
         return;
     if (own != NULL)
-        BRAID_INFO(BRAID_SUB_TUNING, "tuner: %s of %zu bytes: %s, chosen by the tuner plugin "
-                   "%s (braid's model: %s)", braid_coll_name(coll->kind), bytes, a->name,
-                   braid_tune_plugin_name(), own->name);
+        BRAID_INFO(BRAID_SUB_TUNING, "tuner: %s of %zu bytes: %s, %zu-byte slices, chosen by "
+                   "the tuner plugin %s (braid's model: %s)", braid_coll_name(coll->kind), bytes,
+                   a->name, slice, braid_tune_plugin_name(), own->name);
     else
-        BRAID_INFO(BRAID_SUB_TUNING, "tuner: %s of %zu bytes: %s", braid_coll_name(coll->kind),
-                   bytes, a->name);
+        BRAID_INFO(BRAID_SUB_TUNING, "tuner: %s of %zu bytes: %s, %zu-byte slices",
+                   braid_coll_name(coll->kind), bytes, a->name, slice);
 }
 
 /*
@@ -169,12 +217,13 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
 {
     const braid_algo_t *order[BRAID_ALGOS_MAX];
     double costs[BRAID_ALGOS_MAX];
+    int cuts[BRAID_ALGOS_MAX];
     size_t es = braid_dtype_size(coll->dtype), bytes = braid_coll_bytes(coll);
     braid_sched_init(s, es);
     BRAID_CHECK(algo_coll_check(coll));
     /* The last choice for this collective, when the size is the same: no cost functions
      * (a tuner plugin is asked every time, as NCCL does). */
-    int tuned = coll->tune != NULL && bytes < (UINT64_C(1) << 56), n = 0, plugged = 0;
+    int tuned = coll->tune != NULL && bytes < (UINT64_C(1) << 53), n = 0, plugged = 0;
     int plugin = tuned && coll->tune->plugin_on;
     uint64_t last = tuned ? atomic_load_explicit(&coll->tune->last[coll->kind],
                                                  memory_order_relaxed) : 0;
@@ -189,13 +238,14 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
             braid_sched_free(s);
         return st;
     }
-    if (!plugin && last != 0 && last >> 8 == bytes) {
+    if (!plugin && last != 0 && last >> 11 == bytes) {
+        cuts[n] = (int)(last >> 8 & 7);
         order[n++] = braid_algos[(last & 0xff) - 1];
     } else {
-        n = braid_algo_rank(coll, order, costs, BRAID_ALGOS_MAX);
+        n = algo_rank_cuts(coll, order, costs, cuts, BRAID_ALGOS_MAX);
         own = n > 0 ? order[0] : NULL;
         if (plugin)
-            plugged = braid_tune_plugin_pick(coll, order, costs, n);
+            plugged = braid_tune_plugin_pick(coll, order, costs, cuts, n);
     }
     for (int i = 0; i < n; i++) {
         braid_sched_init(s, es);
@@ -203,11 +253,13 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
         if (st == BRAID_OK) {
             if (algo_p != NULL)
                 *algo_p = order[i];
-            uint64_t now = (uint64_t)bytes << 8 | (uint64_t)(braid_algo_index(order[i]) + 1);
+            s->slice = algo_slice(coll, cuts[i]);
+            uint64_t now = (uint64_t)bytes << 11 | (uint64_t)cuts[i] << 8 |
+                           (uint64_t)(braid_algo_index(order[i]) + 1);
             if (tuned && now != last) {
                 atomic_store_explicit(&coll->tune->last[coll->kind], now,
                                       memory_order_relaxed);
-                algo_log_choice(coll, bytes, order[i], plugged && i == 0 ? own : NULL);
+                algo_log_choice(coll, bytes, order[i], s->slice, plugged && i == 0 ? own : NULL);
             }
             return BRAID_OK;
         }

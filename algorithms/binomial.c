@@ -117,8 +117,10 @@ static braid_status_t binomial_build(const braid_coll_t *c, braid_sched_t *s)
 
 /*
  * D = ceil(log2 n) hops; the root moves the buffer to (or from) D children, pipelined, with
- * D-1 slices of fill down the deepest path; a reduce's root combines D buffers:
- *   D * (alpha + step) + (D * b + (D-1) * slice(b)) * beta + [reduce] D * b * gamma
+ * D-1 slices of fill down the deepest path, the D buffers in slices; a reduce's root
+ * combines D buffers:
+ *   D * (alpha + step) + (D * b + (D-1) * slice(b)) * beta + cuts(b, D)
+ *   + [reduce] D * b * gamma
  */
 static double binomial_cost(const braid_coll_t *c, const braid_model_t *m)
 {
@@ -131,8 +133,8 @@ static double binomial_cost(const braid_coll_t *c, const braid_model_t *m)
         return braid_model_local(m, b);
     while ((1 << d) < n)
         d++;
-    return d * (m->alpha[l] + m->step) + (d * b + (d - 1) * braid_model_slice(m, b)) * m->beta[l] +
-           (c->kind == BRAID_COLL_REDUCE ? d * b * m->gamma : 0);
+    return d * (m->alpha[l] + m->step) + d * b * m->beta[l] + braid_model_fill(m, l, b, d, 1) +
+           braid_model_cuts(m, l, b, d) + (c->kind == BRAID_COLL_REDUCE ? d * b * m->gamma : 0);
 }
 
 const braid_algo_t braid_algo_binomial = {

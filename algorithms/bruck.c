@@ -210,8 +210,9 @@ static braid_status_t bruck_build(const braid_coll_t *coll, braid_sched_t *s)
 /*
  * R = ceil(log2 n) rounds of one hop each on the slowest link, a host's ranks sharing its
  * NIC (share):
- *   all-gather:  R (alpha + 2 step) + ((n-1) blk share + fill) beta
- *                (fill: each of the R-1 stage boundaries drains the pipeline, one slice)
+ *   all-gather:  R (alpha + 2 step) + ((n-1) blk share + fill) beta + cuts
+ *                (fill: each of the R-1 stage boundaries drains the pipeline, one slice;
+ *                cuts: the R rounds' messages, of (n-1) blk / R bytes on average, sliced)
  *   all-to-all:  sum over rounds of  alpha + 2 step + m blk (beta share + 2 beta_self)
  *                                    + 3 runs step
  * where a round moves m blocks (about n/2) in `runs` runs, each packed and unpacked with
@@ -222,16 +223,16 @@ static double bruck_cost(const braid_coll_t *c, const braid_model_t *m)
 {
     int n = c->nranks;
     double blk = (double)c->count * (double)braid_dtype_size(c->dtype);
-    double share = braid_model_nic_share(c), t = braid_model_local(m, blk), fill;
+    double share = braid_model_nic_share(c), t = braid_model_local(m, blk);
     braid_link_t l = braid_coll_worst(c);
+    int r = bruck_rounds(n);
 
     switch (c->kind) {
     case BRAID_COLL_ALLGATHER:
         if (n == 1)
             return t;
-        fill = (bruck_rounds(n) - 1) * braid_model_slice(m, blk);
-        return bruck_rounds(n) * (m->alpha[l] + 2 * m->step) +
-               ((n - 1) * blk * share + fill) * m->beta[l] +
+        return r * (m->alpha[l] + 2 * m->step) + (n - 1) * blk * share * m->beta[l] +
+               braid_model_fill(m, l, blk, r, 1) + braid_model_cuts(m, l, (n - 1) * blk / r, r) +
                braid_model_passes(m, c, (n - 1) * blk);
     case BRAID_COLL_ALLTOALL:
         for (int d = 1; d < n; d *= 2)

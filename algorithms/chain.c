@@ -74,7 +74,8 @@ static braid_status_t chain_build(const braid_coll_t *coll, braid_sched_t *s)
     }
 }
 
-/* One buffer transfer over the slowest link, plus n-2 slices to fill the pipeline. */
+/* One buffer transfer over the slowest link, its slices, plus n-2 slices to fill the
+ * pipeline. */
 static double chain_cost(const braid_coll_t *c, const braid_model_t *m)
 {
     int n = c->nranks;
@@ -83,7 +84,8 @@ static double chain_cost(const braid_coll_t *c, const braid_model_t *m)
     if (n == 1)
         return braid_model_local(m, b);
     double fill = (n - 2) * braid_model_slice(m, b);
-    return (n - 1) * (m->alpha[l] + m->step) + (b + fill) * m->beta[l] +
+    return (n - 1) * (m->alpha[l] + m->step) + b * m->beta[l] +
+           braid_model_fill(m, l, b, n - 1, 1) + braid_model_cuts(m, l, b, 1) +
            (c->kind == BRAID_COLL_REDUCE ? b + fill : 0) * m->gamma;
 }
 

@@ -1,14 +1,17 @@
 /*
  * The cost model's defaults and the helpers every cost function uses. See model.h.
  */
+#include <stdint.h>
+
 #include "algorithms/model.h"
 #include "algorithms/sched.h"
 
 /*
  * Defaults, measured on the project's 2-core machines: a shared-memory hop 0.2 us and
  * ~5 GB/s per copy; a hop between veth namespaces ~3 us over TCP and ~2 GB/s; a
- * reduction ~6 GB/s of output per core; 0.05 us of executor work per step; 1 MiB of L2
- * per rank (the calibration takes the host's from hwloc).
+ * reduction ~6 GB/s of output per core; 0.05 us of executor work per step; a slice's
+ * hand-over 0.2-0.25 us in shared memory and 1-1.5 us over TCP (a pair alone); 1 MiB of
+ * L2 per rank (the calibration takes the host's from hwloc).
  */
 const braid_model_t braid_model_default = {
     .alpha = { [BRAID_LINK_SELF] = 0.05, [BRAID_LINK_NUMA] = 0.2, [BRAID_LINK_HOST] = 0.3,
@@ -19,6 +22,8 @@ const braid_model_t braid_model_default = {
     .step = 0.05,
     .cache = 1 << 20,
     .slice = 256 * 1024,
+    .slice_cost = { [BRAID_LINK_SELF] = 0.05, [BRAID_LINK_NUMA] = 0.25,
+                    [BRAID_LINK_HOST] = 0.25, [BRAID_LINK_NET] = 1.0 },
 };
 
 braid_link_t braid_coll_link(const braid_coll_t *c, int a, int b)
@@ -49,7 +54,19 @@ double braid_model_steps(const braid_model_t *m, braid_link_t l, int nsteps, dou
                          double share, double reduced)
 {
     return nsteps * (m->alpha[l] + m->step) + nsteps * b * m->beta[l] * share +
-           reduced * m->gamma;
+           braid_model_cuts(m, l, b, nsteps) + reduced * m->gamma;
+}
+
+double braid_model_fill(const braid_model_t *m, braid_link_t l, double b, int depth,
+                        double share)
+{
+    return depth > 1 ? (depth - 1) * braid_model_slice(m, b) * m->beta[l] * share : 0;
+}
+
+double braid_model_cuts(const braid_model_t *m, braid_link_t l, double b, double msgs)
+{
+    double slices = b > m->slice ? (double)(uint64_t)((b - 1) / m->slice) + 1 : 1;
+    return msgs * (slices - 1) * m->slice_cost[l];
 }
 
 double braid_model_passes(const braid_model_t *m, const braid_coll_t *c, double bytes)

@@ -5,10 +5,11 @@
  *   time of one message of b bytes on link class L  =  alpha[L] + b * beta[L]
  *   time to combine b bytes (one operand into another) =  b * gamma
  *   the executor's own cost per step                    =  step
+ *   what each slice of a message costs beyond its bytes =  slice_cost[L]
  *
  * A NET link stands for the host's network interface: ranks of one host that send to
  * other hosts at the same time share it, and cost functions charge their combined bytes
- * (braid_model_nic). The defaults are measured on the project's 2-core CI machines (shm)
+ * (braid_model_nic_share). The defaults are measured on the project's 2-core CI machines (shm)
  * and veth namespaces (net); the calibration at communicator creation replaces them with
  * what the communicator measures (src/core/calib.c).
  *
@@ -28,7 +29,9 @@ typedef struct braid_model {
     double gamma;                       /* us per byte combined by a reduction */
     double step;                        /* us: the executor's cost per step */
     double cache;                       /* bytes of L2 cache per rank: braid_model_passes */
-    double slice;                       /* bytes per slice (the communicator's slot) */
+    double slice;                       /* bytes per slice: the communicator's slot, or the
+                                         * fraction of it the tuner tries (braid_algo_rank) */
+    double slice_cost[BRAID_LINK_NCLASSES];     /* us: a slice's hand-over beyond its bytes */
 } braid_model_t;
 
 #define BRAID_COST_NONE (-1.0)
@@ -56,8 +59,9 @@ static inline double braid_model_msg(const braid_model_t *m, braid_link_t l, dou
 /*
  * A sequence of `nsteps` dependent steps of `b` bytes each over link class l, pipelined
  * slice by slice (a ring, a chain): latency paid per step, bandwidth per byte once per
- * step, plus `reduced` bytes combined along the way. `share` senders use each link at
- * once (a NIC shared by the ranks of a host; 1 elsewhere).
+ * step, each step's slices (braid_model_cuts), plus `reduced` bytes combined along the
+ * way. `share` senders use each link at once (a NIC shared by the ranks of a host; 1
+ * elsewhere).
  */
 double braid_model_steps(const braid_model_t *m, braid_link_t l, int nsteps, double b,
                          double share, double reduced);
@@ -89,5 +93,17 @@ static inline double braid_model_slice(const braid_model_t *m, double b)
 {
     return b < m->slice ? b : m->slice;
 }
+
+/*
+ * What slicing costs, the two sides the tuner weighs when it picks the slice size:
+ * - fill: a pipeline `depth` hops deep over link class l carries one slice of a b-byte
+ *   message through depth-1 hops before the last hop starts (share: senders per link);
+ * - cuts: a rank that moves `msgs` messages of b bytes, each in slices, pays every slice's
+ *   hand-over beyond a message's first.
+ * Smaller slices shorten the fill and add cuts.
+ */
+double braid_model_fill(const braid_model_t *m, braid_link_t l, double b, int depth,
+                        double share);
+double braid_model_cuts(const braid_model_t *m, braid_link_t l, double b, double msgs);
 
 #endif

@@ -28,6 +28,7 @@ void braid_sched_init(braid_sched_t *s, size_t elem_size)
     s->scratch_bytes = 0;
     s->align = elem_size ? elem_size : 1;
     s->next_flags = 0;
+    s->slice = 0;
 }
 
 void braid_sched_free(braid_sched_t *s)

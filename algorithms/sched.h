@@ -147,6 +147,7 @@ typedef struct braid_sched {
     size_t scratch_bytes;        /* scratch the executor must provide (0: none) */
     size_t align;                /* slice sizes are multiples of this (the element size) */
     uint32_t next_flags;         /* flags for the next step added (braid_sched_stage) */
+    size_t slice;                /* bytes per slice the tuner chose (0: the slot size) */
 } braid_sched_t;
 
 void braid_sched_init(braid_sched_t *s, size_t elem_size);
@@ -212,15 +213,20 @@ braid_coll_kind_t braid_algo_kind(const braid_algo_t *a);
  * checked that there is room). */
 void braid_algo_register(const braid_algo_t *a);
 
-/* Pick the algorithm for a call (the cheapest under coll->tune that builds it: every rank
- * picks the same) and build the schedule. `algo_p` (may be NULL) receives the algorithm. */
+/* Pick the algorithm and slice size for a call (the cheapest under coll->tune that builds
+ * it: every rank picks the same) and build the schedule, with the slice in s->slice.
+ * `algo_p` (may be NULL) receives the algorithm. */
 braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
                                 const braid_algo_t **algo_p);
 
 /* The algorithms allowed for the call that take it, cheapest first, with their predicted
- * times (up to `max`); returns how many. */
+ * times (up to `max`) at their best slice size (`slices`, may be NULL: bytes); returns how
+ * many. The slices tried are the model's (the communicator's slot) and its halves down to
+ * BRAID_SLICE_MIN. */
+#define BRAID_SLICE_MIN 4096
+#define BRAID_SLICE_CUTS 6      /* halvings tried at most */
 int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
-                    int max);
+                    size_t *slices, int max);
 
 /* Bytes of the call's message per rank, as cost functions reason about it: the all-reduce,
  * broadcast and reduce buffer; the whole output of all-gather (nranks blocks) and the whole

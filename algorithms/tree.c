@@ -211,8 +211,10 @@ static double tree_nic_share(const braid_coll_t *c)
 
 /*
  * Two stages (up, down) of D = ceil(log2 n) levels, each moving about one buffer through a
- * rank's links (two halves, one per tree) plus D-1 slices of fill; one buffer reduced:
- *   2 * (D * (alpha + step) + (b + (D-1) * slice(b/2)) * beta * share) + b * gamma
+ * rank's links (two halves, one per tree, each in slices) plus D-1 slices of fill; one
+ * buffer reduced:
+ *   2 * (D * (alpha + step) + (b + (D-1) * slice(b/2)) * beta * share + cuts(b/2, 2))
+ *   + b * gamma
  */
 static double tree_cost(const braid_coll_t *c, const braid_model_t *m)
 {
@@ -223,8 +225,9 @@ static double tree_cost(const braid_coll_t *c, const braid_model_t *m)
         return BRAID_COST_NONE;
     if (n == 1)
         return braid_model_local(m, b);
-    double fill = (d - 1) * braid_model_slice(m, b / 2);
-    return 2 * (d * (m->alpha[l] + m->step) + (b + fill) * m->beta[l] * tree_nic_share(c)) +
+    double share = tree_nic_share(c);
+    return 2 * (d * (m->alpha[l] + m->step) + b * m->beta[l] * share +
+                braid_model_fill(m, l, b / 2, d, share) + braid_model_cuts(m, l, b / 2, 2)) +
            b * m->gamma + braid_model_passes(m, c, 2 * b);
 }
 

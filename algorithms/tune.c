@@ -233,7 +233,7 @@ uint64_t braid_tune_hash(const braid_tune_t *t)
 {
     uint64_t h = 1469598103934665603ull;    /* FNV-1a over the masks and the plugin */
     for (int k = 0; k < BRAID_COLL_NUM; k++) {
-        uint32_t v[3] = { t->allow[k], t->proto[k], (uint32_t)t->calibrate };
+        uint64_t v[4] = { t->allow[k], t->proto[k], (uint64_t)t->calibrate, t->slice };
         const unsigned char *p = (const unsigned char *)v;
         for (size_t i = 0; i < sizeof(v); i++)
             h = (h ^ p[i]) * 1099511628211ull;

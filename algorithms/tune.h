@@ -38,9 +38,12 @@ typedef struct braid_tune {
                                          * algorithms that build the collective) */
     char algo_spec[96];                 /* NCCL_ALGO as given, for messages ("": unset) */
     int calibrate;                      /* measure the model at creation (src/core/calib.c) */
+    size_t slice;                       /* BRAID_SLICE_SIZE: every call's slice (0: the
+                                         * tuner's choice; at most model.slice) */
     uint32_t proto[BRAID_COLL_NUM];     /* bit per protocol NCCL_PROTO allows (LL, LL128,
                                          * Simple) */
-    /* The last choice per collective: bytes << 8 | (index in braid_algos + 1), 0 none. The
+    /* The last choice per collective: bytes << 11 | halvings of the slice (0-7) << 8 |
+     * (index in braid_algos + 1), 0 none. The
      * choice depends on a call only through its collective and bytes (the rest is the
      * communicator's), so a call of the same size reuses it (algorithms/algo.c). */
     _Atomic uint64_t last[BRAID_COLL_NUM];
@@ -78,10 +81,11 @@ braid_status_t braid_tune_plugin_init(braid_tune_t *t, uint64_t comm_id, int nra
                                       int nhosts, int minlocal, int maxlocal);
 /* The plugin's finalize for this communicator (nothing when its init did not run). */
 void braid_tune_plugin_fini(braid_tune_t *t);
-/* Ask the plugin about the call, given braid's ranking (order/costs, n entries, cheapest
- * first): 1 when it chose one of them, which is then moved to order[0]; else 0. */
+/* Ask the plugin about the call, given braid's ranking (order/costs/cuts, n entries,
+ * cheapest first; cuts: the slices' halvings): 1 when it chose one of them, which is then
+ * moved to order[0] with its cuts; else 0. */
 int braid_tune_plugin_pick(const braid_coll_t *coll, const braid_algo_t **order,
-                           const double *costs, int n);
+                           const double *costs, int *cuts, int n);
 /* The loaded plugin's name, for messages. */
 const char *braid_tune_plugin_name(void);
 

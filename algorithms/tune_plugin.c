@@ -209,7 +209,7 @@ static const char *const tp_algo_names[NCCL_NUM_ALGORITHMS] = {
 static const char *const tp_proto_names[NCCL_NUM_PROTOCOLS] = { "LL", "LL128", "SIMPLE" };
 
 int braid_tune_plugin_pick(const braid_coll_t *coll, const braid_algo_t **order,
-                           const double *costs, int n)
+                           const double *costs, int *cuts, int n)
 {
     braid_tune_t *t = coll->tune;
     int func = tp_func(coll->kind);
@@ -265,8 +265,11 @@ int braid_tune_plugin_pick(const braid_coll_t *coll, const braid_algo_t **order,
         return 0;
     }
     const braid_algo_t *chosen = order[at[ba]];
+    int chosen_cuts = cuts[at[ba]];
     memmove(order + 1, order, (size_t)at[ba] * sizeof(order[0]));
+    memmove(cuts + 1, cuts, (size_t)at[ba] * sizeof(cuts[0]));
     order[0] = chosen;
+    cuts[0] = chosen_cuts;
     return 1;
 }
 

@@ -120,9 +120,10 @@ static const braid_coll_kind_t info_colls[] = {
 static void info_choice_print(FILE *out, const braid_topo_t *t, braid_tune_t *tune)
 {
     fprintf(out, "  the tuner's choice (float32, processes without single copy; NCCL_ALGO "
-            "\"%s\"):\n  %10s", tune->algo_spec, "bytes");
+            "\"%s\"; /N: N KiB slices where not the %.0f KiB slot):\n  %10s", tune->algo_spec,
+            tune->model.slice / 1024, "bytes");
     for (int k = 0; k < INFO_NCOLLS; k++)
-        fprintf(out, " %13s", braid_coll_name(info_colls[k]));
+        fprintf(out, " %16s", braid_coll_name(info_colls[k]));
     for (size_t bytes = 8; bytes <= ((size_t)256 << 20); bytes *= 8) {
         fprintf(out, "\n  %10zu", bytes);
         for (int k = 0; k < INFO_NCOLLS; k++) {
@@ -130,10 +131,17 @@ static void info_choice_print(FILE *out, const braid_topo_t *t, braid_tune_t *tu
                                .count = bytes / 4, .topo = t, .tune = tune };
             const braid_algo_t *a[1];
             double cost[1];
+            size_t slice[1];
+            char cell[32] = "-";
             if (c.kind == BRAID_COLL_ALLGATHER || c.kind == BRAID_COLL_REDUCESCATTER ||
                 c.kind == BRAID_COLL_ALLTOALL)
                 c.count = bytes / 4 / (size_t)t->nranks;
-            fprintf(out, " %13s", braid_algo_rank(&c, a, cost, 1) > 0 ? a[0]->name : "-");
+            if (braid_algo_rank(&c, a, cost, slice, 1) > 0 &&
+                (double)slice[0] < tune->model.slice)
+                snprintf(cell, sizeof(cell), "%s/%zu", a[0]->name, slice[0] / 1024);
+            else if (braid_algo_rank(&c, a, cost, NULL, 1) > 0)
+                snprintf(cell, sizeof(cell), "%s", a[0]->name);
+            fprintf(out, " %16s", cell);
         }
     }
     fprintf(out, "\n");

@@ -3,6 +3,8 @@
  *
  *   rank 0 --8 B-->  peer  --8 B--> rank 0      x CALIB_REPS_SMALL: alpha = round trip / 2
  *   rank 0 --1 MiB-> peer --1 MiB-> rank 0      x CALIB_REPS_LARGE: beta from the difference
+ *   the same in BRAID_SLICE_MIN slices          x CALIB_REPS_LARGE: slice_cost from the
+ *                                                 difference, per extra slice
  *
  * Inside a host, every host's ranks ping-pong in pairs (local ranks 0-1, 2-3, ...) at the
  * same time, as they all work at once in a collective: where ranks outnumber cores, each
@@ -111,25 +113,48 @@ static braid_status_t calib_pingpong(braid_comm_t *comm, calib_pair_t pair, void
     return BRAID_OK;
 }
 
+static double calib_slices(size_t slice)
+{
+    return (double)((CALIB_LARGE + slice - 1) / slice);
+}
+
 /* Measure the link class between rank 0 and its pair's peer into m (rank 0's figures
  * count); every rank runs it with its own pair. */
 static braid_status_t calib_link(braid_comm_t *comm, calib_pair_t pair, void *buf,
                                  braid_model_t *m)
 {
-    double small, large;
+    double small, large, cut = 0;
+    size_t slot = comm->slot_size, slice = BRAID_SLICE_MIN;
     /* one warm-up round trip of each size first: connections, page faults */
     BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_LARGE, 1, &large));
     BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_SMALL, CALIB_REPS_SMALL, &small));
     BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_LARGE, CALIB_REPS_LARGE, &large));
+    if (slice < slot && slice < CALIB_LARGE) {    /* the small slices, as BRAID_SLICE_SIZE */
+        size_t user = comm->tune.slice;
+        comm->tune.slice = slice;
+        braid_status_t st = calib_pingpong(comm, pair, buf, CALIB_LARGE, CALIB_REPS_LARGE, &cut);
+        comm->tune.slice = user;
+        BRAID_CHECK(st);
+    }
     if (comm->rank != 0)
         return BRAID_OK;
     braid_link_t l = braid_topo_link(&comm->topo, 0, pair.peer);
     double alpha = small / 2 - m->step, beta = (large - small) / 2 / (CALIB_LARGE - CALIB_SMALL);
     m->alpha[l] = alpha > 0.01 ? alpha : 0.01;
     m->beta[l] = beta > 1e-7 ? beta : 1e-7;
+    if (cut > 0) {
+        double per = (cut - large) / 2 / (calib_slices(slice) - calib_slices(slot));
+        m->slice_cost[l] = per > 0.01 ? per : 0.01;
+    }
+    /* Where ranks outnumber cores, a pipeline's ranks do not all run at once: a slice
+     * handed on may wait for its receiver to be scheduled, which the pairs' alpha holds.
+     * (A pair's ping-pong misses it: the sender fills the FIFO before it yields.) */
+    if (l != BRAID_LINK_NET && comm->oversubscribed && m->slice_cost[l] < m->alpha[l])
+        m->slice_cost[l] = m->alpha[l];
     if (l != BRAID_LINK_NET) {      /* one pair stands for every pair of the host */
         m->alpha[BRAID_LINK_NUMA] = m->alpha[BRAID_LINK_HOST] = m->alpha[l];
         m->beta[BRAID_LINK_NUMA] = m->beta[BRAID_LINK_HOST] = m->beta[l];
+        m->slice_cost[BRAID_LINK_NUMA] = m->slice_cost[BRAID_LINK_HOST] = m->slice_cost[l];
     }
     return BRAID_OK;
 }
@@ -218,9 +243,11 @@ braid_status_t braid_calibrate(braid_comm_t *comm)
         calib_store(sig, m);
     }
     BRAID_INFO(BRAID_SUB_INIT, "calibration%s in %.1f ms: alpha numa %.2f net %.2f us, "
-               "%.2f / %.2f GB/s, reduce %.2f GB/s, cache %.0f KiB", all_cached ? " (cached)" : "",
-               (braid_now() - t0) * 1e3, m->alpha[BRAID_LINK_NUMA], m->alpha[BRAID_LINK_NET],
+               "%.2f / %.2f GB/s, slice %.2f / %.2f us, reduce %.2f GB/s, cache %.0f KiB",
+               all_cached ? " (cached)" : "", (braid_now() - t0) * 1e3,
+               m->alpha[BRAID_LINK_NUMA], m->alpha[BRAID_LINK_NET],
                1e-3 / m->beta[BRAID_LINK_NUMA], 1e-3 / m->beta[BRAID_LINK_NET],
-               1e-3 / m->gamma, m->cache / 1024);
+               m->slice_cost[BRAID_LINK_NUMA], m->slice_cost[BRAID_LINK_NET], 1e-3 / m->gamma,
+               m->cache / 1024);
     return BRAID_OK;
 }

@@ -249,6 +249,7 @@ static braid_status_t comm_tune_parse(braid_comm_t *comm)
     BRAID_CHECK(braid_tune_algo(&comm->tune, braid_param_str(BRAID_P_ALGO)));
     BRAID_CHECK(braid_tune_proto(&comm->tune, braid_param_str(BRAID_P_PROTO)));
     comm->tune.calibrate = (int)braid_param_int(BRAID_P_CALIBRATE);
+    comm->tune.slice = (size_t)braid_param_int(BRAID_P_SLICE_SIZE);
     BRAID_CHECK(braid_tune_plugin_load(&comm->tune, braid_param_str(BRAID_P_TUNER_PLUGIN)));
     for (int k = 0; k < BRAID_COLL_NUM; k++)
         if (!(comm->tune.proto[k] & (1u << BRAID_PROTO_SIMPLE))) {
@@ -260,19 +261,26 @@ static braid_status_t comm_tune_parse(braid_comm_t *comm)
     return BRAID_OK;
 }
 
-/* Every rank must choose algorithms alike: the same NCCL_ALGO/NCCL_PROTO masks and tuner
- * plugin. */
+/* Every rank must choose algorithms alike: the same NCCL_ALGO/NCCL_PROTO masks, slice
+ * size and tuner plugin. */
 static braid_status_t comm_tune_agree(braid_comm_t *comm)
 {
     for (int r = 1; r < comm->nranks; r++)
         if (comm->peers[r].tune_hash != comm->peers[0].tune_hash)
             return braid_err(BRAID_ERR_INVALID, "NCCL_ALGO/NCCL_PROTO/BRAID_CALIBRATE/"
-                             "NCCL_TUNER_PLUGIN differ between ranks: rank %d's allow other "
-                             "algorithms or protocols, calibrate otherwise or name another "
-                             "tuner plugin than rank 0's (this rank has NCCL_ALGO=\"%s\", "
+                             "BRAID_SLICE_SIZE/NCCL_TUNER_PLUGIN differ between ranks: rank "
+                             "%d's allow other algorithms or protocols, calibrate otherwise, "
+                             "slice otherwise or name another tuner plugin than rank 0's (this "
+                             "rank has NCCL_ALGO=\"%s\", BRAID_SLICE_SIZE=%zu, "
                              "NCCL_TUNER_PLUGIN=\"%s\"); set them alike on every rank", r,
-                             braid_param_str(BRAID_P_ALGO), comm->tune.plugin_spec);
+                             braid_param_str(BRAID_P_ALGO), comm->tune.slice,
+                             comm->tune.plugin_spec);
     comm->tune.model.slice = (double)comm->slot_size;
+    if (comm->tune.slice > comm->slot_size) {
+        BRAID_WARN("BRAID_SLICE_SIZE=%zu is more than a slot (BRAID_SHM_SLOT_SIZE=%zu): "
+                   "slices are %zu bytes", comm->tune.slice, comm->slot_size, comm->slot_size);
+        comm->tune.slice = comm->slot_size;
+    }
     return BRAID_OK;
 }
 

@@ -138,7 +138,10 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
     op->nranks = comm->nranks;
     op->send_conns = comm->send_conns;
     op->recv_conns = comm->recv_conns;
-    op->slice = comm->slot_size / op->sched.align * op->sched.align;
+    size_t slice = op->sched.slice != 0 && op->sched.slice < comm->slot_size ? op->sched.slice
+                                                                             : comm->slot_size;
+    op->slice = slice > op->sched.align ? slice / op->sched.align * op->sched.align
+                                        : op->sched.align;
     op->hooks = &braid_comm_exec_hooks;
     op->hook_ctx = comm;
     op->oversubscribed = comm->oversubscribed;

@@ -88,6 +88,9 @@ static const param_entry_t param_table[] = {
     [BRAID_P_CALIBRATE] = P_BOOL("CALIBRATE", NULL, "1",
         "measure the links' latency and bandwidth at communicator creation for the tuner "
         "(10-30 ms, cached per layout in the process); 0: the built-in cost model"),
+    [BRAID_P_SLICE_SIZE] = P_SIZE("SLICE_SIZE", NULL, "0", 0, INT64_C(1) << 30,
+        "bytes per slice of a collective's messages (at most the slot size); 0: the tuner "
+        "picks the slot or a half, quarter, ... of it down to 4K per call"),
     [BRAID_P_TUNER_PLUGIN] = P_STR("TUNER_PLUGIN", "NCCL_TUNER_PLUGIN", "",
         "an NCCL tuner plugin (ncclTunerPlugin_v4 or v5) that may override the tuner: NAME "
         "(libnccl-tuner-NAME.so) or a path; none: no plugin"),

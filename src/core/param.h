@@ -44,6 +44,7 @@ typedef enum {
     BRAID_P_ALGO,               /* NCCL_ALGO: algorithms allowed, per collective */
     BRAID_P_PROTO,              /* NCCL_PROTO: protocols allowed (checked; braid has one) */
     BRAID_P_CALIBRATE,          /* measure the links at communicator creation */
+    BRAID_P_SLICE_SIZE,         /* bytes per slice of collectives (0: the tuner's) */
     BRAID_P_TUNER_PLUGIN,       /* NCCL_TUNER_PLUGIN: an NCCL tuner plugin (v4, v5) */
     BRAID_P_SCHEDULES,          /* user schedule files to load (algorithms/usched.c) */
     BRAID_P_COUNT

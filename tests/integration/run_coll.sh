@@ -6,7 +6,9 @@
 # (BRAID_SHM_CMA_MIN=0: the quick variant has no count large enough otherwise), between
 # processes too (BRAID_SHM_CMA=1: process_vm_readv), and with threads without them
 # (BRAID_SHM_CMA=0: threads of one process use them by default). Last with outputs
-# written by non-temporal stores from every size (BRAID_STREAM_MIN=1; default 16 MiB).
+# written by non-temporal stores from every size (BRAID_STREAM_MIN=1; default 16 MiB). And
+# with every message in 4 KiB slices (BRAID_SLICE_SIZE, the tuner's smallest), and in slices
+# of 4100 bytes, which 8-byte types round down.
 #
 # Environment: BRAID_BUILD_DIR (set by make check; default: this script's build tree),
 # BRAID_TEST_QUICK=1 for the quick variant (also chosen for --enable-sanitizers builds),
@@ -88,5 +90,13 @@ else
     run "3 processes, streaming" "${stream[@]}" "$check" -p 3 "${args[@]}"
 fi
 run "-t 4 streaming" "${stream[@]}" "$check" -t 4 "${args[@]}"
+
+if [ -x "$braidrun" ]; then
+    run "3 processes, 4 KiB slices" env BRAID_SLICE_SIZE=4K "$braidrun" -n 3 -- "$check" \
+        "${args[@]}"
+else
+    run "3 processes, 4 KiB slices" env BRAID_SLICE_SIZE=4K "$check" -p 3 "${args[@]}"
+fi
+run "-t 4, 4100-byte slices" env BRAID_SLICE_SIZE=4100 "$check" -t 4 "${args[@]}"
 
 exit $status

@@ -4,8 +4,9 @@
 # all-gather, reduce-scatter, broadcast, reduce and all-to-all algorithm forced through
 # NCCL_ALGO on 4 ranks of one host and on 2 "hosts" x 2 ranks (NCCL_HOSTID per rank, the
 # Socket provider over loopback), results checked by the *_perf tools (#wrong 0); the
-# tuner's own choice with calibration on and off; and the errors: an unknown name, NCCL_ALGO
-# differing between ranks, an algorithm that cannot run the call, an unknown protocol.
+# tuner's own choice with calibration on and off, and its slice size; and the errors: an
+# unknown name, NCCL_ALGO or BRAID_SLICE_SIZE differing between ranks, an algorithm that
+# cannot run the call, an unknown protocol.
 #
 #     tests/integration/test_algo.sh BUILD_DIR     (or BRAID_BUILD_DIR=BUILD_DIR)
 
@@ -66,6 +67,17 @@ for layout in 1x4 2x2; do
     perf_ok "all_reduce tuner, no calibration $layout" $layout all_reduce BRAID_CALIBRATE=0
 done
 
+# The slice size: under the built-in model a 256 KiB chain broadcast on 4 ranks goes in
+# 16 KiB slices (braid-info -l 4 says chain/16); a slice larger than a slot is capped.
+perf_ok "broadcast, the tuner's slices" 1x4 broadcast NCCL_ALGO=broadcast:chain \
+    BRAID_CALIBRATE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING NCCL_DEBUG_FILE="$TMP/dbg.%p"
+cat "$TMP"/dbg.* >"$TMP/dbg" && rm -f "$TMP"/dbg.*
+expect_in "slice chosen and logged" "$TMP/dbg" \
+    "tuner: Broadcast of 262144 bytes: chain, 16384-byte slices"
+perf_ok "slices larger than a slot" 1x4 all_reduce BRAID_SLICE_SIZE=1M NCCL_DEBUG=WARN
+expect_in "slice capped, said" "$TMP/out" \
+    "BRAID_SLICE_SIZE=1048576 is more than a slot \(BRAID_SHM_SLOT_SIZE=262144\): slices are 262144 bytes"
+
 # errors: every rank fails at creation (or at the call), with a message saying why
 run "unknown algorithm" 1 env NCCL_ALGO=ring,treee "$TOOLS_DIR/braidrun" -n 2 \
     "$TOOLS_DIR/all_reduce_perf" -b 8 -e 8 -n 1 -w 0
@@ -73,7 +85,10 @@ expect_in "unknown algorithm named, known listed" "$TMP/err" \
     'NCCL_ALGO="ring,treee": unknown name "treee" \(known: ring, oneshot, .*hier'
 run "NCCL_ALGO differs between ranks" 1 "$TOOLS_DIR/braidrun" -n 2 sh -c \
     '[ "$RANK" = 1 ] && export NCCL_ALGO=^tree; exec '"$TOOLS_DIR"'/all_reduce_perf -b 8 -e 8 -n 1 -w 0'
-expect_in "mismatch named" "$TMP/err" "NCCL_ALGO/NCCL_PROTO/BRAID_CALIBRATE/NCCL_TUNER_PLUGIN differ between ranks: rank 1"
+expect_in "mismatch named" "$TMP/err" "NCCL_ALGO/NCCL_PROTO/BRAID_CALIBRATE/BRAID_SLICE_SIZE/NCCL_TUNER_PLUGIN differ between ranks: rank 1"
+run "BRAID_SLICE_SIZE differs between ranks" 1 "$TOOLS_DIR/braidrun" -n 2 sh -c \
+    '[ "$RANK" = 1 ] && export BRAID_SLICE_SIZE=8K; exec '"$TOOLS_DIR"'/all_reduce_perf -b 8 -e 8 -n 1 -w 0'
+expect_in "slice mismatch named" "$TMP/err" "differ between ranks: rank 1.*BRAID_SLICE_SIZE=0"
 run "hier on one host" 1 env NCCL_ALGO=allreduce:hier "$TOOLS_DIR/braidrun" -n 2 \
     "$TOOLS_DIR/all_reduce_perf" -b 8 -e 8 -n 1 -w 0
 expect_in "no algorithm for the call" "$TMP/err" \

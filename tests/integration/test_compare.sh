@@ -100,12 +100,23 @@ if bench "algos" 0 -c allreduce -n 2 -b 8 -e 4K -f 8 -i 20 -w 2 --rounds 1 --onl
         --algos ring,rd --build-dir "$BUILD_DIR"; then
     expect_in "algos: a column each" "$TMP/out" "^#  +size  \|  +braid  +\|  +ring  +\|  +rd  +\|.*tuner's choice"
     expect_in "algos: forced by NCCL_ALGO" "$TMP/out" "^# rd +.*NCCL_ALGO=allreduce:rd "
-    n=$(grep -Ec '^ *[0-9]+  \|.*\| (ring|rd|oneshot|rabenseifner|tree|twoshot)$' "$TMP/out")
+    n=$(grep -Ec '^ *[0-9]+  \|.*\| (ring|rd|oneshot|rabenseifner|tree|twoshot)/[0-9]+[KMG]?$' "$TMP/out")
     if [ "$n" -eq 4 ]; then pass "algos: the tuner's choice on every row"
     else fail "algos: $n rows end with the tuner's choice, want 4"; fi
     n=$(grep -Ec '^ *[0-9]+  \|.*\| +[0-9.]+ +[0-9.]+  (ring|rd) ' "$TMP/out")
     if [ "$n" -eq 4 ]; then pass "algos: the tuner against the best forced one on every row"
     else fail "algos: $n rows compare the tuner with ring or rd, want 4"; fi
+fi
+# slice sizes: NAME@SLICE forces both, @SLICE the slice alone; the choice shows the slice
+if bench "slices" 0 -c bcast -n 3 -b 64K -e 256K -f 4 -i 10 -w 2 --rounds 1 --only braid \
+        --algos chain@64K,@16K --build-dir "$BUILD_DIR"; then
+    expect_in "slices: a column each" "$TMP/out" "^#  +size  \|  +braid  +\|  +chain@64K  +\|  +@16K  +\|"
+    expect_in "slices: forced by BRAID_SLICE_SIZE" "$TMP/out" \
+        "^# chain@64K +.*: NCCL_ALGO=broadcast:chain BRAID_SLICE_SIZE=64K "
+    expect_in "slices: the slice alone" "$TMP/out" "^# @16K +braid.*: BRAID_SLICE_SIZE=16K [^ ]*braidrun "
+    n=$(grep -Ec '^ *[0-9]+  \|.*\| (chain|binomial)/[0-9]+K$' "$TMP/out")
+    if [ "$n" -eq 2 ]; then pass "slices: the tuner's algorithm and slice on every row"
+    else fail "slices: $n rows end with ALGORITHM/SLICE, want 2"; fi
 fi
 # an algorithm that cannot run the collective: that column fails, the others are measured
 if bench "algos: one cannot run" 1 -c allreduce -n 2 -b 8 -e 8 -i 5 -w 1 --rounds 1 \
@@ -139,6 +150,7 @@ bench "bad collective" 2 -c allsum && expect_in "bad collective: usage" "$TMP/er
 bench "bad library" 2 --only braid,nccl && expect_in "bad library: usage" "$TMP/err" "^usage: "
 bench "bad range" 2 -b 1M -e 1K && pass "bad range exits 2"
 bench "-h" 0 -h && expect_in "-h prints usage" "$TMP/out" "^usage: braid-compare"
+bench "a bare @" 2 --algos ring,@ --only braid && expect_in "a bare @: usage" "$TMP/err" "NAME@SLICE"
 bench "algos without braid" 2 --algos ring --only ompi &&
     expect_in "algos without braid: usage" "$TMP/err" "--algos needs braid"
 bench "hosts with MPI" 2 --hosts 2 && expect_in "hosts with MPI: usage" "$TMP/err" "add --only braid"

@@ -262,7 +262,7 @@ static int candidate(const braid_coll_t *c, const char *name)
 {
     const braid_algo_t *algos[32];
     double costs[32];
-    int n = braid_algo_rank(c, algos, costs, 32);
+    int n = braid_algo_rank(c, algos, costs, NULL, 32);
     for (int i = 0; i < n; i++)
         if (strcmp(algos[i]->name, name) == 0)
             return 1;
@@ -396,7 +396,7 @@ static void test_algo_select(void **state)
                            .sdispls = dsp, .recvcounts = cnt, .rdispls = dsp };
         const braid_algo_t *first[1];
         double cost[1];
-        assert_int_equal(braid_algo_rank(&c, first, cost, 1), 1);
+        assert_int_equal(braid_algo_rank(&c, first, cost, NULL, 1), 1);
         assert_int_equal(braid_algo_build(&c, &s, &algo), BRAID_OK);
         assert_ptr_equal(algo, first[0]);
         assert_true(algo->colls & (1u << k));

@@ -1,7 +1,7 @@
 /*
  * The tuner: NCCL_ALGO / NCCL_PROTO parsing (lists, ^, per collective, NCCL's and braid's
- * names, errors that list the known names), the choice under a filter, and the agreement
- * hash.
+ * names, errors that list the known names), the choice under a filter, the slice size, and
+ * the agreement hash.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,7 +36,7 @@ static const char *choice(braid_tune_t *t, braid_coll_kind_t kind, int n, size_t
                        .topo = topo, .tune = t };
     const braid_algo_t *a[1];
     double cost[1];
-    return braid_algo_rank(&c, a, cost, 1) > 0 ? a[0]->name : "-";
+    return braid_algo_rank(&c, a, cost, NULL, 1) > 0 ? a[0]->name : "-";
 }
 
 static void test_algo_lists(void **state)
@@ -150,6 +150,61 @@ static void test_hash(void **state)
     assert_true(braid_tune_hash(&a) == braid_tune_hash(&b));   /* same masks, other text */
     a.calibrate = !b.calibrate;
     assert_true(braid_tune_hash(&a) != braid_tune_hash(&b));
+    a.calibrate = b.calibrate;
+    a.slice = 8192;                                             /* BRAID_SLICE_SIZE */
+    assert_true(braid_tune_hash(&a) != braid_tune_hash(&b));
+}
+
+/* The slice size the tuner picks for the call, and its algorithm's name. */
+static size_t slice_choice(braid_tune_t *t, braid_coll_kind_t kind, int n, size_t count,
+                           const char **name_p)
+{
+    braid_coll_t c = { .kind = kind, .dtype = BRAID_FP32, .nranks = n, .count = count,
+                       .tune = t };
+    const braid_algo_t *a[1];
+    double cost[1];
+    size_t slice[1];
+    assert_int_equal(braid_algo_rank(&c, a, cost, slice, 1), 1);
+    *name_p = a[0]->name;
+    return slice[0];
+}
+
+/*
+ * The slice size: a chain broadcast of 2 MiB on 4 ranks under the default model (256 KiB
+ * slot, 5 GB/s, 0.25 us per slice) costs 2 slices of fill against a hand-over per slice:
+ * 256K 106 us, 128K 56, 64K 34, 32K 29, 16K 38, so 32 KiB. Hand-overs that cost more keep the
+ * slot; a ring gains nothing from smaller slices; a message within one slice keeps the
+ * slot; BRAID_SLICE_SIZE overrides; the schedule carries the choice, also when the tuner
+ * remembers it.
+ */
+static void test_slice_choice(void **state)
+{
+    braid_tune_t t;
+    const char *name;
+    (void)state;
+    braid_tune_init(&t);
+    assert_int_equal(braid_tune_algo(&t, "broadcast:chain"), BRAID_OK);
+    assert_int_equal(slice_choice(&t, BRAID_COLL_BROADCAST, 4, 1 << 19, &name), 32768);
+    assert_string_equal(name, "chain");
+    assert_int_equal(slice_choice(&t, BRAID_COLL_BROADCAST, 4, 256, &name), 262144);
+
+    braid_coll_t c = { .kind = BRAID_COLL_BROADCAST, .dtype = BRAID_FP32, .nranks = 4,
+                       .count = 1 << 19, .tune = &t };
+    braid_sched_t s;
+    for (int i = 0; i < 2; i++) {       /* the second call takes the remembered choice */
+        assert_int_equal(braid_algo_build(&c, &s, NULL), BRAID_OK);
+        assert_int_equal(s.slice, 32768);
+        braid_sched_free(&s);
+    }
+
+    t.model.slice_cost[BRAID_LINK_NUMA] = 100;
+    assert_int_equal(slice_choice(&t, BRAID_COLL_BROADCAST, 4, 1 << 19, &name), 262144);
+    braid_tune_init(&t);
+    assert_int_equal(slice_choice(&t, BRAID_COLL_ALLREDUCE, 4, 1 << 22, &name), 262144);
+    assert_string_equal(name, "ring");
+    t.slice = 8192;
+    assert_int_equal(slice_choice(&t, BRAID_COLL_ALLREDUCE, 4, 1 << 22, &name), 8192);
+    assert_int_equal(slice_choice(&t, BRAID_COLL_BROADCAST, 4, 1 << 19, &name), 8192);
 }
 
 /* The model decides by link class: with a slow network hier takes the large all-reduce of
@@ -181,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_proto),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_model_choice),
+        cmocka_unit_test(test_slice_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
