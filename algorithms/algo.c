@@ -139,7 +139,8 @@ static double algo_cost(const braid_coll_t *coll, const braid_algo_t *a, const b
     return best;
 }
 
-/* braid_algo_rank, with the slices as halvings of the model's. */
+/* braid_algo_rank, with the slices as halvings of the model's (3 bits of tune->last). */
+_Static_assert(BRAID_SLICE_CUTS < 8, "the halvings of a slice must fit 3 bits");
 static int algo_rank_cuts(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
                           int *cuts, int max)
 {

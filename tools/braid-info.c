@@ -136,10 +136,10 @@ static void info_choice_print(FILE *out, const braid_topo_t *t, braid_tune_t *tu
             if (c.kind == BRAID_COLL_ALLGATHER || c.kind == BRAID_COLL_REDUCESCATTER ||
                 c.kind == BRAID_COLL_ALLTOALL)
                 c.count = bytes / 4 / (size_t)t->nranks;
-            if (braid_algo_rank(&c, a, cost, slice, 1) > 0 &&
-                (double)slice[0] < tune->model.slice)
+            int n = braid_algo_rank(&c, a, cost, slice, 1);
+            if (n > 0 && (double)slice[0] < tune->model.slice)
                 snprintf(cell, sizeof(cell), "%s/%zu", a[0]->name, slice[0] / 1024);
-            else if (braid_algo_rank(&c, a, cost, NULL, 1) > 0)
+            else if (n > 0)
                 snprintf(cell, sizeof(cell), "%s", a[0]->name);
             fprintf(out, " %16s", cell);
         }

@@ -129,7 +129,7 @@ static braid_status_t calib_link(braid_comm_t *comm, calib_pair_t pair, void *bu
     BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_LARGE, 1, &large));
     BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_SMALL, CALIB_REPS_SMALL, &small));
     BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_LARGE, CALIB_REPS_LARGE, &large));
-    if (slice < slot && slice < CALIB_LARGE) {    /* the small slices, as BRAID_SLICE_SIZE */
+    if (slice < slot) {             /* the small slices, set as BRAID_SLICE_SIZE would */
         size_t user = comm->tune.slice;
         comm->tune.slice = slice;
         braid_status_t st = calib_pingpong(comm, pair, buf, CALIB_LARGE, CALIB_REPS_LARGE, &cut);
