@@ -59,26 +59,32 @@ static braid_status_t rabenseifner_build(const braid_coll_t *c, braid_sched_t *s
 }
 
 /*
- * 2 log2(p) rounds on the slowest link moving 2 (p-1)/p of the buffer b and combining
- * (p-1)/p of it; when n != p, 2 more hops of b and b combined (the fold). A host's ranks
- * share its NIC as in an all-to-all (braid_model_nic_share).
+ * Round by round, as rd's cost: the halving round at distance d moves d/p of the buffer b
+ * and combines it, the doubling round at d moves it back, both on the slowest link between
+ * that round's partners (with ranks numbered host by host the short distances stay inside
+ * hosts); in a round between hosts every rank of a host sends off it at once, sharing its
+ * NIC. When n != p, 2 more hops of b and b combined (the fold). In all 2 (p-1)/p of b moved
+ * and (p-1)/p combined, plus the passes over the buffers between rounds.
  */
 static double rabenseifner_cost(const braid_coll_t *c, const braid_model_t *m)
 {
     braid_rd_t rd;
-    double b = (double)braid_coll_bytes(c);
-    braid_link_t l = braid_coll_worst(c);
+    double b = (double)braid_coll_bytes(c), t = 0;
     if (c->kind != BRAID_COLL_ALLREDUCE)
         return BRAID_COST_NONE;
     if (c->nranks == 1)
         return braid_model_local(m, b);
     braid_rd_init(&rd, c, 0);
-    int p = rd.p, L = rd.rounds;
-    double fold = rd.extra > 0 ? 1 : 0, moved = 2 * b * (p - 1) / p + 2 * fold * b;
-    int hops = 2 * L + 2 * (int)fold;
-    return braid_model_steps(m, l, hops, moved / hops, braid_model_nic_share(c),
-                             b * (p - 1) / p + fold * b) +
-           braid_model_passes(m, c, 2 * moved);
+    for (int d = 1; d < rd.p; d *= 2) {
+        braid_link_t l = braid_rd_round_link(&rd, c, d);
+        double bytes = b * d / rd.p;
+        t += braid_model_steps(m, l, 2, bytes, l == BRAID_LINK_NET ? braid_coll_maxlocal(c) : 1,
+                               bytes);
+    }
+    if (rd.extra > 0)
+        t += braid_model_steps(m, braid_rd_round_link(&rd, c, 0), 2, b, 1, b);
+    double moved = 2 * b * (rd.p - 1) / rd.p + (rd.extra > 0 ? 2 * b : 0);
+    return t + braid_model_passes(m, c, 2 * moved);
 }
 
 const braid_algo_t braid_algo_rabenseifner = {

@@ -272,9 +272,7 @@ static braid_status_t rd_build(const braid_coll_t *c, braid_sched_t *s)
     }
 }
 
-/* The slowest link between partners in the round at distance `dist` (dist 0: the fold's
- * pairs 2v, 2v+1). */
-static braid_link_t rd_round_link(const braid_rd_t *rd, const braid_coll_t *c, int dist)
+braid_link_t braid_rd_round_link(const braid_rd_t *rd, const braid_coll_t *c, int dist)
 {
     braid_link_t worst = BRAID_LINK_SELF;
     for (int v = 0; v < (dist ? rd->p : rd->extra); v++) {
@@ -304,13 +302,13 @@ static double rd_cost(const braid_coll_t *c, const braid_model_t *m)
         return BRAID_COST_NONE;
     braid_rd_init(&rd, c, 0);
     for (int d = 1; d < rd.p; d *= 2) {
-        braid_link_t l = rd_round_link(&rd, c, d);
+        braid_link_t l = braid_rd_round_link(&rd, c, d);
         double bytes = ar ? b : b * d / rd.p;
         t += braid_model_steps(m, l, 1, bytes, l == BRAID_LINK_NET ? braid_coll_maxlocal(c) : 1,
                                red ? bytes : 0);
     }
     if (rd.extra > 0)
-        t += braid_model_steps(m, rd_round_link(&rd, c, 0), 2, ar ? b : b / 2, 1, red ? b : 0);
+        t += braid_model_steps(m, braid_rd_round_link(&rd, c, 0), 2, ar ? b : b / 2, 1, red ? b : 0);
     return t + braid_model_passes(m, c, ar ? 2 * rd.rounds * b : b * (rd.p - 1) / rd.p);
 }
 

@@ -18,6 +18,7 @@
 #ifndef BRAID_ALGORITHMS_RD_H
 #define BRAID_ALGORITHMS_RD_H
 
+#include "algorithms/model.h"
 #include "algorithms/sched.h"
 
 typedef struct braid_rd {
@@ -44,6 +45,10 @@ static inline int braid_rd_real(const braid_rd_t *rd, int v)
 {
     return v < rd->extra ? 2 * v + 1 : v + rd->extra;
 }
+
+/* The slowest link between partners in the round at distance `dist` (dist 0: the fold's
+ * pairs 2v, 2v+1), for the cost functions. */
+braid_link_t braid_rd_round_link(const braid_rd_t *rd, const braid_coll_t *c, int dist);
 
 /* Byte offset and length of the data of participants [v0, v1). */
 void braid_rd_span(const braid_rd_t *rd, int v0, int v1, size_t *off_p, size_t *bytes_p);
