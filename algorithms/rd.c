@@ -308,7 +308,8 @@ static double rd_cost(const braid_coll_t *c, const braid_model_t *m)
                                red ? bytes : 0);
     }
     if (rd.extra > 0)
-        t += braid_model_steps(m, braid_rd_round_link(&rd, c, 0), 2, ar ? b : b / 2, 1, red ? b : 0);
+        t += braid_model_steps(m, braid_rd_round_link(&rd, c, 0), 2, ar ? b : b / 2, 1,
+                               red ? b : 0);
     return t + braid_model_passes(m, c, ar ? 2 * rd.rounds * b : b * (rd.p - 1) / rd.p);
 }
 
