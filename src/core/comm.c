@@ -154,6 +154,11 @@ static void peer_info_fill(braid_peer_info_t *me, int cudev, uint64_t tune_hash)
     me->nslots = (uint32_t)braid_param_int(BRAID_P_SHM_NSLOTS);
     me->numa = braid_numa_self();
     me->tune_hash = tune_hash;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE && c < 64 * 16; c++)
+            if (CPU_ISSET(c, &set))
+                me->cpus[c / 64] |= UINT64_C(1) << (c % 64);
     snprintf(me->hostname, sizeof(me->hostname), "%s", braid_host_name());
 }
 
@@ -210,20 +215,28 @@ static braid_status_t comm_tables(braid_comm_t *comm)
     return st;
 }
 
-/* More ranks of this communicator on this host than cores this process may run on? */
-/* The communicator's ranks on this kernel, and whether they outnumber the cores this
- * process may run on: hosts emulated with NCCL_HOSTID in network namespaces share one
- * machine's cores too. */
+/* The communicator's ranks on this kernel, and whether they outnumber the CPUs those ranks
+ * may run on together (ranks bound to a core each are not oversubscribed; hosts emulated
+ * with NCCL_HOSTID in network namespaces share one machine's cores). Every rank on a
+ * kernel comes to the same answer. */
 static void comm_kernel_ranks(braid_comm_t *comm)
 {
-    cpu_set_t set;
+    uint64_t any[16] = { 0 };
     int cpus = 0;
     comm->kernel_ranks = 0;
-    for (int r = 0; r < comm->nranks; r++)
-        comm->kernel_ranks += comm->peers[r].machine_id == comm->peers[comm->rank].machine_id;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        cpus = CPU_COUNT(&set);
+    for (int r = 0; r < comm->nranks; r++) {
+        if (comm->peers[r].machine_id != comm->peers[comm->rank].machine_id)
+            continue;
+        comm->kernel_ranks++;
+        for (int w = 0; w < 16; w++)
+            any[w] |= comm->peers[r].cpus[w];
+    }
+    for (int w = 0; w < 16; w++)
+        cpus += __builtin_popcountll(any[w]);
     comm->oversubscribed = cpus > 0 && comm->kernel_ranks > cpus;
+    BRAID_INFO(BRAID_SUB_INIT, "%d ranks of the communicator on this machine, %d CPUs for "
+               "them: %s", comm->kernel_ranks, cpus, comm->oversubscribed
+               ? "oversubscribed, waiting ranks yield" : "waiting ranks spin first");
 }
 
 static braid_status_t comm_slots(braid_comm_t *comm)

@@ -40,6 +40,7 @@ typedef struct braid_peer_info {
     uint32_t nslots;
     int32_t numa;              /* NUMA node it ran on at init, -1 unknown */
     uint64_t tune_hash;        /* of what NCCL_ALGO/NCCL_PROTO allow: must match rank 0's */
+    uint64_t cpus[16];         /* the CPUs it may run on (sched_getaffinity, CPUs 0-1023) */
     char hostname[64];
 } braid_peer_info_t;
 

@@ -67,6 +67,23 @@ for layout in 1x4 2x2; do
     perf_ok "all_reduce tuner, no calibration $layout" $layout all_reduce BRAID_CALIBRATE=0
 done
 
+# Ranks bound to a CPU each are not oversubscribed: they count the CPUs they may run on
+# together (2 ranks on CPUs 0 and 1), where 3 ranks on those 2 CPUs are.
+if [ "$(nproc)" -lt 2 ] || ! command -v taskset >/dev/null; then
+    echo "skip: binding ranks needs 2 CPUs and taskset"
+else
+    for n in 2 3; do
+        if run "$n ranks bound to CPUs 0-1" 0 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
+                NCCL_DEBUG_FILE="$TMP/dbg.%p" "$TOOLS_DIR/braidrun" -n $n sh -c \
+                'exec taskset -c $((RANK % 2)) '"$TOOLS_DIR"'/all_reduce_perf -b 8 -e 8 -n 1 -w 0'; then
+            cat "$TMP"/dbg.* >"$TMP/dbg" && rm -f "$TMP"/dbg.*
+            want="waiting ranks spin first"
+            [ $n = 3 ] && want="oversubscribed, waiting ranks yield"
+            expect_in "$n bound ranks: $want" "$TMP/dbg" "$n ranks of the communicator on this machine, 2 CPUs for them: $want"
+        fi
+    done
+fi
+
 # The slice size: under the built-in model a 256 KiB chain broadcast on 4 ranks goes in
 # 16 KiB slices (braid-info -l 4 says chain/16); a slice larger than a slot is capped.
 perf_ok "broadcast, the tuner's slices" 1x4 broadcast NCCL_ALGO=broadcast:chain \
