@@ -156,7 +156,7 @@ static void peer_info_fill(braid_peer_info_t *me, int cudev, uint64_t tune_hash)
     me->tune_hash = tune_hash;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        for (int c = 0; c < CPU_SETSIZE && c < 64 * 16; c++)
+        for (int c = 0; c < CPU_SETSIZE && c < 64 * BRAID_CPU_WORDS; c++)
             if (CPU_ISSET(c, &set))
                 me->cpus[c / 64] |= UINT64_C(1) << (c % 64);
     snprintf(me->hostname, sizeof(me->hostname), "%s", braid_host_name());
@@ -221,17 +221,17 @@ static braid_status_t comm_tables(braid_comm_t *comm)
  * kernel comes to the same answer. */
 static void comm_kernel_ranks(braid_comm_t *comm)
 {
-    uint64_t any[16] = { 0 };
+    uint64_t any[BRAID_CPU_WORDS] = { 0 };
     int cpus = 0;
     comm->kernel_ranks = 0;
     for (int r = 0; r < comm->nranks; r++) {
         if (comm->peers[r].machine_id != comm->peers[comm->rank].machine_id)
             continue;
         comm->kernel_ranks++;
-        for (int w = 0; w < 16; w++)
+        for (int w = 0; w < BRAID_CPU_WORDS; w++)
             any[w] |= comm->peers[r].cpus[w];
     }
-    for (int w = 0; w < 16; w++)
+    for (int w = 0; w < BRAID_CPU_WORDS; w++)
         cpus += __builtin_popcountll(any[w]);
     comm->oversubscribed = cpus > 0 && comm->kernel_ranks > cpus;
     BRAID_INFO(BRAID_SUB_INIT, "%d ranks of the communicator on this machine, %d CPUs for "

@@ -30,6 +30,8 @@ typedef enum {
 } braid_comm_state_t;
 
 /* What each rank tells the others at init (the bootstrap info blob). */
+#define BRAID_CPU_WORDS 16     /* CPUs 0-1023 in a peer's affinity mask */
+
 typedef struct braid_peer_info {
     uint64_t host_id;
     uint64_t machine_id;       /* braid_machine_id: which ranks share this kernel's cores */
@@ -40,7 +42,7 @@ typedef struct braid_peer_info {
     uint32_t nslots;
     int32_t numa;              /* NUMA node it ran on at init, -1 unknown */
     uint64_t tune_hash;        /* of what NCCL_ALGO/NCCL_PROTO allow: must match rank 0's */
-    uint64_t cpus[16];         /* the CPUs it may run on (sched_getaffinity, CPUs 0-1023) */
+    uint64_t cpus[BRAID_CPU_WORDS];    /* the CPUs it may run on (sched_getaffinity) */
     char hostname[64];
 } braid_peer_info_t;
 
