@@ -4,14 +4,17 @@
 # NCCL_HOSTID giving each namespace its own host identity (UCX_TLS=tcp keeps UCX on the
 # network). For each provider (Socket, OFI, UCX) it runs coll_check (every collective, type
 # and op, in and out of place, exact checks) over several layouts of ranks on hosts; with
-# NCCL_NET unset, that every rank picks the default provider; then the fault tests: a
+# NCCL_NET unset, that every rank picks the default provider; that a clean run logs no
+# warning at NCCL_DEBUG=WARN (ranks that finish first close their connections while the
+# others still work); then the fault tests: a
 # host's ranks killed mid-collective, and a host's link taken down, must end in
 # ncclRemoteError naming the lost ranks on the others, within seconds.
 # The namespaces are removed on exit, also when a check fails or the script is killed.
 #
 # Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2: else it is skipped (77).
 # Environment: BRAID_BUILD_DIR (set by make check), BRAID_TEST_QUICK=1 (fewer layouts),
-# NET_PROVIDERS (default "Socket OFI UCX"), NET_TESTS (default "coll default stray unreachable fault").
+# NET_PROVIDERS (default "Socket OFI UCX"), NET_TESTS (default "coll default quiet stray
+# unreachable fault").
 
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -104,7 +107,7 @@ else
 fi
 providers=${NET_PROVIDERS:-Socket OFI UCX}
 want_test() {
-    [[ " ${NET_TESTS:-coll default stray unreachable fault} " == *" $1 "* ]]
+    [[ " ${NET_TESTS:-coll default quiet stray unreachable fault} " == *" $1 "* ]]
 }
 t_begin=$SECONDS
 
@@ -303,6 +306,23 @@ stray() {
         show_logs
     fi
 }
+
+# A clean run says nothing at NCCL_DEBUG=WARN: the ranks that finish the last collective
+# first close their connections while the others still drive theirs.
+if want_test quiet; then
+    for prov in $providers; do
+        rm -f "$TMP"/r*.log
+        NCCL_DEBUG=WARN start_job "2 2" "$prov" "$perf" -b 8 -e 64K -f 8 -n 20 -w 2
+        if ! wait_job; then
+            fail "$prov, clean run: ranks ${JOB_FAILED[*]} failed"
+            show_logs
+        elif grep -q "NCCL WARN" "$TMP"/r*.log; then
+            fail "$prov, clean run: warnings: $(grep -h "NCCL WARN" "$TMP"/r*.log | head -n 2)"
+        else
+            echo "ok: $prov, a clean run on 2 hosts x 2 logs no warning"
+        fi
+    done
+fi
 
 if want_test stray; then
     for prov in $providers; do

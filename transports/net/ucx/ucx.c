@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/param.h"
 #include "core/socket.h"
 #include "transports/net/net.h"
 
@@ -66,6 +67,7 @@ typedef struct ucx_comm {
     uint8_t id_wire[8];       /* the id on the stream, little-endian */
     void *hs_req;             /* the id's stream send/recv while it is pending */
     ucs_status_t failed;      /* UCS_OK until the endpoint's error callback */
+    int64_t t_failed;         /* braid_time_ns() of that callback */
     ucx_req_t *pending;       /* requests posted and not yet reported by test */
     int64_t t_connect;        /* send side: when connect() started */
     struct ucx_comm *next;    /* the listener's queue, until accepted */
@@ -384,8 +386,14 @@ static braid_status_t ucx_test(void *req, int *done, size_t *size_p)
         ucp_worker_progress(ucx.worker);
     if (r->completed) {
         st = ucx_req_finish(r, done, size_p);
-    } else if (r->comm->failed != UCS_OK) {
-        /* a receive is not tied to the endpoint: UCX would wait for ever */
+    } else if (r->comm->failed != UCS_OK &&
+               braid_time_ns() - r->comm->t_failed >
+                   braid_param_int(BRAID_P_NET_LOST_S) * INT64_C(1000000000)) {
+        /* A receive is not tied to the endpoint: UCX would wait for ever. But a peer that
+         * closes after its last message (it finished first and destroyed its communicator)
+         * fails the endpoint as well, and then no call waits for this receive: the failure
+         * counts once it is BRAID_NET_LOST_S old. By then the health link has named a peer
+         * that is gone to a call that waits on it (transports/net/net.c). */
         st = ucx_comm_error(r->comm, r->comm->failed);
         ucx_req_abandon(r);
     }
@@ -399,8 +407,10 @@ static void ucx_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     ucx_comm_t *c = arg;
     (void)ep;
-    if (c->failed == UCS_OK)
+    if (c->failed == UCS_OK) {
         c->failed = status;
+        c->t_failed = braid_time_ns();
+    }
     BRAID_INFO(BRAID_SUB_NET, "net ucx: connection %s %s: %s", c->is_send ? "to" : "from",
                c->peer, ucs_status_string(status));
 }
