@@ -114,24 +114,38 @@ int braid_algo_index(const braid_algo_t *a)
     return -1;
 }
 
-/* An algorithm's cost at its best slice: the model's, or one of its halves (*cuts_p: how
- * many halvings; a pipeline's fill shrinks with the slice and its hand-overs grow), or at
- * BRAID_SLICE_SIZE where it is set. */
-static double algo_cost(const braid_coll_t *coll, const braid_algo_t *a, const braid_model_t *m,
-                        int *cuts_p)
+static const braid_model_t *algo_model(const braid_coll_t *coll)
 {
-    braid_model_t cut = *m;
+    return coll->tune != NULL ? &coll->tune->model : &braid_model_default;
+}
+
+static int algo_slice_fixed(const braid_coll_t *coll)
+{
+    return coll->tune != NULL && coll->tune->slice != 0;
+}
+
+/* The slice of `cuts` halvings of the model's (the slot), or BRAID_SLICE_SIZE's. */
+static size_t algo_slice(const braid_coll_t *coll, int cuts)
+{
+    return algo_slice_fixed(coll) ? coll->tune->slice : (size_t)algo_model(coll)->slice >> cuts;
+}
+
+/* An algorithm's cost at its best slice (*cuts_p: its halvings; a pipeline's fill shrinks
+ * with the slice and its hand-overs grow); at BRAID_SLICE_SIZE's alone where it is set. */
+static double algo_cost(const braid_coll_t *coll, const braid_algo_t *a, int *cuts_p)
+{
+    braid_model_t m = *algo_model(coll);
+    double best = BRAID_COST_NONE;
     *cuts_p = 0;
-    if (coll->tune != NULL && coll->tune->slice != 0) {
-        cut.slice = (double)coll->tune->slice;
-        return a->cost(coll, &cut);
-    }
-    double best = a->cost(coll, m);
-    for (int k = 1; best >= 0 && k <= BRAID_SLICE_CUTS && m->slice / (1 << k) >= BRAID_SLICE_MIN;
-         k++) {
-        cut.slice = m->slice / (1 << k);
-        double c = a->cost(coll, &cut);
-        if (c < best) {
+    for (int k = 0; k <= (algo_slice_fixed(coll) ? 0 : BRAID_SLICE_CUTS); k++) {
+        size_t slice = algo_slice(coll, k);
+        if (k > 0 && slice < BRAID_SLICE_MIN)
+            break;
+        m.slice = (double)slice;
+        double c = a->cost(coll, &m);
+        if (c < 0)
+            return c;           /* it declines the call, whatever the slice */
+        if (k == 0 || c < best) {
             best = c;
             *cuts_p = k;
         }
@@ -144,7 +158,6 @@ _Static_assert(BRAID_SLICE_CUTS < 8, "the halvings of a slice must fit 3 bits");
 static int algo_rank_cuts(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
                           int *cuts, int max)
 {
-    const braid_model_t *m = coll->tune != NULL ? &coll->tune->model : &braid_model_default;
     uint32_t allow = coll->tune != NULL ? coll->tune->allow[coll->kind] : ~0u;
     int n = 0;
     for (int i = 0; i < braid_nalgos; i++) {
@@ -152,7 +165,7 @@ static int algo_rank_cuts(const braid_coll_t *coll, const braid_algo_t **algos, 
         if (!(a->colls & (1u << coll->kind)) || !(allow & (1u << i)))
             continue;
         int k;
-        double c = algo_cost(coll, a, m, &k);
+        double c = algo_cost(coll, a, &k);
         if (c < 0)
             continue;
         int j = n < max ? n++ : max;            /* insertion, stable for ties */
@@ -171,14 +184,6 @@ static int algo_rank_cuts(const braid_coll_t *coll, const braid_algo_t **algos, 
         }
     }
     return n;
-}
-
-static size_t algo_slice(const braid_coll_t *coll, int cuts)
-{
-    if (coll->tune != NULL && coll->tune->slice != 0)
-        return coll->tune->slice;
-    const braid_model_t *m = coll->tune != NULL ? &coll->tune->model : &braid_model_default;
-    return (size_t)m->slice >> cuts;
 }
 
 int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,

@@ -75,14 +75,10 @@ static double rabenseifner_cost(const braid_coll_t *c, const braid_model_t *m)
     if (c->nranks == 1)
         return braid_model_local(m, b);
     braid_rd_init(&rd, c, 0);
-    for (int d = 1; d < rd.p; d *= 2) {
-        braid_link_t l = braid_rd_round_link(&rd, c, d);
-        double bytes = b * d / rd.p;
-        t += braid_model_steps(m, l, 2, bytes, l == BRAID_LINK_NET ? braid_coll_maxlocal(c) : 1,
-                               bytes);
-    }
+    for (int d = 1; d < rd.p; d *= 2)
+        t += braid_rd_round_cost(&rd, c, m, d, 2, b * d / rd.p, b * d / rd.p);
     if (rd.extra > 0)
-        t += braid_model_steps(m, braid_rd_round_link(&rd, c, 0), 2, b, 1, b);
+        t += braid_rd_round_cost(&rd, c, m, 0, 2, b, b);
     double moved = 2 * b * (rd.p - 1) / rd.p + (rd.extra > 0 ? 2 * b : 0);
     return t + braid_model_passes(m, c, 2 * moved);
 }

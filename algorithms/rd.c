@@ -272,7 +272,8 @@ static braid_status_t rd_build(const braid_coll_t *c, braid_sched_t *s)
     }
 }
 
-braid_link_t braid_rd_round_link(const braid_rd_t *rd, const braid_coll_t *c, int dist)
+double braid_rd_round_cost(const braid_rd_t *rd, const braid_coll_t *c, const braid_model_t *m,
+                           int dist, int nsteps, double bytes, double reduced)
 {
     braid_link_t worst = BRAID_LINK_SELF;
     for (int v = 0; v < (dist ? rd->p : rd->extra); v++) {
@@ -280,7 +281,8 @@ braid_link_t braid_rd_round_link(const braid_rd_t *rd, const braid_coll_t *c, in
         braid_link_t l = braid_coll_link(c, a, dist ? braid_rd_real(rd, v ^ dist) : a + 1);
         worst = l > worst ? l : worst;
     }
-    return worst;
+    double share = dist && worst == BRAID_LINK_NET ? braid_coll_maxlocal(c) : 1;
+    return braid_model_steps(m, worst, nsteps, bytes, share, reduced);
 }
 
 /*
@@ -302,14 +304,11 @@ static double rd_cost(const braid_coll_t *c, const braid_model_t *m)
         return BRAID_COST_NONE;
     braid_rd_init(&rd, c, 0);
     for (int d = 1; d < rd.p; d *= 2) {
-        braid_link_t l = braid_rd_round_link(&rd, c, d);
         double bytes = ar ? b : b * d / rd.p;
-        t += braid_model_steps(m, l, 1, bytes, l == BRAID_LINK_NET ? braid_coll_maxlocal(c) : 1,
-                               red ? bytes : 0);
+        t += braid_rd_round_cost(&rd, c, m, d, 1, bytes, red ? bytes : 0);
     }
     if (rd.extra > 0)
-        t += braid_model_steps(m, braid_rd_round_link(&rd, c, 0), 2, ar ? b : b / 2, 1,
-                               red ? b : 0);
+        t += braid_rd_round_cost(&rd, c, m, 0, 2, ar ? b : b / 2, red ? b : 0);
     return t + braid_model_passes(m, c, ar ? 2 * rd.rounds * b : b * (rd.p - 1) / rd.p);
 }
 

@@ -46,9 +46,12 @@ static inline int braid_rd_real(const braid_rd_t *rd, int v)
     return v < rd->extra ? 2 * v + 1 : v + rd->extra;
 }
 
-/* The slowest link between partners in the round at distance `dist` (dist 0: the fold's
- * pairs 2v, 2v+1), for the cost functions. */
-braid_link_t braid_rd_round_link(const braid_rd_t *rd, const braid_coll_t *c, int dist);
+/* For the cost functions: `nsteps` hops of `bytes` each (`reduced` combined) in the round at
+ * distance `dist` (dist 0: the fold's pairs 2v, 2v+1), on the slowest link between that
+ * round's partners; in a round between hosts every rank of a host sends off it at once,
+ * sharing its NIC. */
+double braid_rd_round_cost(const braid_rd_t *rd, const braid_coll_t *c, const braid_model_t *m,
+                           int dist, int nsteps, double bytes, double reduced);
 
 /* Byte offset and length of the data of participants [v0, v1). */
 void braid_rd_span(const braid_rd_t *rd, int v0, int v1, size_t *off_p, size_t *bytes_p);
