@@ -39,11 +39,12 @@ static braid_status_t oneshot_build(const braid_coll_t *coll, braid_sched_t *s)
 }
 
 /*
- * One hop; each rank sends n-1 copies (a host's ranks share its NIC) and combines n. Over
- * a network a rank's n-1 sends and n-1 receives are system calls made one after the other,
- * and they are most of a small message's latency (alpha: half a round trip, one send and
- * one receive), so the hop costs alpha per message, not once. Measured on 2 hosts x 2 ranks
- * (2 cores), 8 B: one-shot 65-77 us, rd (two hops of one message) 40-47 us.
+ * One hop; each rank sends n-1 copies (a host's ranks share its NIC) and one to itself,
+ * copies the first it receives and combines the other n-1. Over a network a rank's n-1
+ * sends and n-1 receives are system calls made one after the other, and they are most of a
+ * small message's latency (alpha: half a round trip, one send and one receive), so the hop
+ * costs alpha per message, not once. Measured on 2 hosts x 2 ranks (2 cores), 8 B:
+ * one-shot 65-77 us, rd (two hops of one message) 40-47 us.
  */
 static double oneshot_cost(const braid_coll_t *c, const braid_model_t *m)
 {
@@ -51,8 +52,8 @@ static double oneshot_cost(const braid_coll_t *c, const braid_model_t *m)
     double b = (double)braid_coll_bytes(c);
     braid_link_t l = braid_coll_worst(c);
     double hop = l == BRAID_LINK_NET ? (n - 1) * m->alpha[l] : m->alpha[l];
-    return hop + 2 * n * m->step +
-           (n - 1) * b * m->beta[l] * braid_model_nic_share(c) + n * b * m->gamma;
+    return hop + 2 * n * m->step + (n - 1) * b * m->beta[l] * braid_model_nic_share(c) +
+           b * m->beta[BRAID_LINK_SELF] + (n - 1) * b * m->gamma;
 }
 
 const braid_algo_t braid_algo_oneshot = {

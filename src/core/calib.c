@@ -1,19 +1,24 @@
 /*
  * Calibration: see calib.h.
  *
- *   rank 0 --8 B-->  peer  --8 B--> rank 0      x CALIB_REPS_SMALL: alpha = round trip / 2
- *   rank 0 --1 MiB-> peer --1 MiB-> rank 0      x CALIB_REPS_LARGE: beta from the difference
- *   the same in BRAID_SLICE_MIN slices          x CALIB_REPS_LARGE: slice_cost from the
- *                                                 difference, per extra slice
+ * Inside a host, on every host at the same time:
+ *   local ranks 2k <-8 B-> 2k+1, round trips      x CALIB_REPS_SMALL: alpha = the median / 2
+ *   every local rank sends 1 MiB to the next one  x CALIB_REPS_SWAP: beta from the mean, less
+ *   and receives 1 MiB from the previous one        half a small round trip
+ *   the same in BRAID_SLICE_MIN slices            x CALIB_REPS_SWAP: slice_cost from the
+ *                                                   difference, per extra slice
+ * The exchanges go around a ring of the host's ranks, which all send and receive at once,
+ * as in a collective's step: where ranks outnumber cores, a message then pays for the other
+ * ranks' turns on the cores, and every copy for the memory bandwidth they share. Between
+ * hosts, rank 0 and the first rank of the next host alone (the model charges a NIC's sharing
+ * itself), in round trips: 8 B x CALIB_REPS_SMALL, 1 MiB x CALIB_REPS_LARGE and the same in
+ * slices, the medians. Rank 0 also times a reduction alone; where the ranks on its kernel
+ * outnumber their CPUs, it scales that and the copy rate (beta of SELF) by the ranks per CPU.
  *
- * Inside a host, every host's ranks ping-pong in pairs (local ranks 0-1, 2-3, ...) at the
- * same time, as they all work at once in a collective: where ranks outnumber cores, each
- * message then also pays the hand-over between processes, and each copy the sharing of
- * memory bandwidth, as they do in a ring. Between hosts, rank 0 and the first rank of the
- * next host alone (the model charges a NIC's sharing itself). Then every rank takes rank
- * 0's model from a bootstrap all-gather, which also tells whether every rank had it cached
- * (then nothing was measured). Two all-gathers at most, and 15-50 ms of messages (on the
- * 2-core CI machines: 2 processes 17 ms, 4 processes 20 ms, 2 x 2 over TCP 42-49 ms).
+ * Then every rank takes rank 0's model from a bootstrap all-gather, which also tells
+ * whether every rank had it cached (then nothing was measured). Two all-gathers at most,
+ * and 15-50 ms of messages (on the 2-core CI machines: 2 processes 17 ms, 4 processes 20 ms,
+ * 2 x 2 over TCP 42-49 ms).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,7 +33,8 @@
 #define CALIB_SMALL 8
 #define CALIB_LARGE (1 << 20)
 #define CALIB_REPS_SMALL 16
-#define CALIB_REPS_LARGE 3     /* at most CALIB_REPS_SMALL */
+#define CALIB_REPS_LARGE 3     /* round trips; at most CALIB_REPS_SMALL */
+#define CALIB_REPS_SWAP 7      /* exchanges; at most CALIB_REPS_SMALL */
 #define CALIB_CACHE 8
 
 typedef struct calib_entry {
@@ -84,9 +90,10 @@ static braid_status_t calib_p2p(braid_comm_t *comm, int send, int peer, void *bu
     return braid_enqueue(comm, &call);
 }
 
-/* This rank's partner in a ping-pong (-1: none), and whether it sends first. */
+/* This rank's partner in a ping-pong (-1: none) and whether it sends first; in exchanges,
+ * the ranks it sends to and receives from. */
 typedef struct calib_pair {
-    int peer, lead;
+    int peer, lead, next, prev;
 } calib_pair_t;
 
 static int calib_cmp(const void *a, const void *b)
@@ -95,22 +102,42 @@ static int calib_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Round trips of `bytes` with the pair's peer; the median in us (a process that the
- * scheduler put to sleep once does not set the figure). */
-static braid_status_t calib_pingpong(braid_comm_t *comm, calib_pair_t pair, void *buf,
-                                     size_t bytes, int reps, double *us_p)
+/* One exchange: send `bytes` to the next rank and receive as many from the previous one in
+ * one group, as every rank sends and receives at once in a ring's step. */
+static braid_status_t calib_swap(braid_comm_t *comm, calib_pair_t pair, unsigned char *buf,
+                                 size_t bytes)
 {
-    double t[CALIB_REPS_SMALL];
-    for (int i = 0; i < reps && pair.peer >= 0; i++) {
+    braid_group_start();
+    braid_status_t st = calib_p2p(comm, 1, pair.next, buf, bytes);
+    if (st == BRAID_OK)
+        st = calib_p2p(comm, 0, pair.prev, buf + CALIB_LARGE, bytes);
+    braid_group_fail(st);
+    return braid_group_end();
+}
+
+/* Round trips of `bytes` with the pair's peer: the median in us (a process that the
+ * scheduler put to sleep once does not set the figure). Exchanges (swap): the mean, as a
+ * ring's steps follow each other, a rank that ran ahead through its FIFO waiting later. */
+static braid_status_t calib_pingpong(braid_comm_t *comm, calib_pair_t pair, int swap,
+                                     unsigned char *buf, size_t bytes, int reps, double *us_p)
+{
+    double t[CALIB_REPS_SMALL], sum = 0;
+    int active = (swap ? pair.next : pair.peer) >= 0;
+    for (int i = 0; i < reps && active; i++) {
         double t0 = braid_now();
-        BRAID_CHECK(calib_p2p(comm, pair.lead, pair.peer, buf, bytes));
-        BRAID_CHECK(calib_p2p(comm, !pair.lead, pair.peer, buf, bytes));
+        if (swap) {
+            BRAID_CHECK(calib_swap(comm, pair, buf, bytes));
+        } else {
+            BRAID_CHECK(calib_p2p(comm, pair.lead, pair.peer, buf, bytes));
+            BRAID_CHECK(calib_p2p(comm, !pair.lead, pair.peer, buf, bytes));
+        }
         t[i] = (braid_now() - t0) * 1e6;
+        sum += t[i];
     }
-    if (pair.peer >= 0) {
+    if (active && !swap)
         qsort(t, (size_t)reps, sizeof(t[0]), calib_cmp);
-        *us_p = t[reps / 2];
-    }
+    if (active)
+        *us_p = swap ? sum / reps : t[reps / 2];
     return BRAID_OK;
 }
 
@@ -120,31 +147,34 @@ static double calib_slices(size_t slice)
 }
 
 /* Measure the link class between rank 0 and its pair's peer into m (rank 0's figures
- * count); every rank runs it with its own pair. */
-static braid_status_t calib_link(braid_comm_t *comm, calib_pair_t pair, void *buf,
-                                 braid_model_t *m)
+ * count); every rank runs it with its own pair. Latency from round trips of 8 bytes; the
+ * per-byte and per-slice costs from exchanges (swap) or, one pair alone, round trips. */
+static braid_status_t calib_link(braid_comm_t *comm, calib_pair_t pair, int swap,
+                                 unsigned char *buf, braid_model_t *m)
 {
-    double small, large, cut = 0;
+    double small, large, cut = 0, ways = swap ? 1 : 2;
+    int reps = swap ? CALIB_REPS_SWAP : CALIB_REPS_LARGE;
     size_t slot = comm->slot_size, slice = BRAID_SLICE_MIN;
-    /* one warm-up round trip of each size first: connections, page faults */
-    BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_LARGE, 1, &large));
-    BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_SMALL, CALIB_REPS_SMALL, &small));
-    BRAID_CHECK(calib_pingpong(comm, pair, buf, CALIB_LARGE, CALIB_REPS_LARGE, &large));
+    /* one warm-up of the large size first: connections, page faults */
+    BRAID_CHECK(calib_pingpong(comm, pair, swap, buf, CALIB_LARGE, 1, &large));
+    BRAID_CHECK(calib_pingpong(comm, pair, 0, buf, CALIB_SMALL, CALIB_REPS_SMALL, &small));
+    BRAID_CHECK(calib_pingpong(comm, pair, swap, buf, CALIB_LARGE, reps, &large));
     if (slice < slot) {             /* the small slices, set as BRAID_SLICE_SIZE would */
         size_t user = comm->tune.slice;
         comm->tune.slice = slice;
-        braid_status_t st = calib_pingpong(comm, pair, buf, CALIB_LARGE, CALIB_REPS_LARGE, &cut);
+        braid_status_t st = calib_pingpong(comm, pair, swap, buf, CALIB_LARGE, reps, &cut);
         comm->tune.slice = user;
         BRAID_CHECK(st);
     }
     if (comm->rank != 0)
         return BRAID_OK;
     braid_link_t l = braid_topo_link(&comm->topo, 0, pair.peer);
-    double alpha = small / 2 - m->step, beta = (large - small) / 2 / (CALIB_LARGE - CALIB_SMALL);
+    double alpha = small / 2 - m->step;
+    double beta = (large / ways - small / 2) / (CALIB_LARGE - CALIB_SMALL);
     m->alpha[l] = alpha > 0.01 ? alpha : 0.01;
     m->beta[l] = beta > 1e-7 ? beta : 1e-7;
     if (cut > 0) {
-        double per = (cut - large) / 2 / (calib_slices(slice) - calib_slices(slot));
+        double per = (cut - large) / ways / (calib_slices(slice) - calib_slices(slot));
         m->slice_cost[l] = per > 0.01 ? per : 0.01;
     }
     /* Where ranks outnumber cores, a pipeline's ranks do not all run at once: a slice
@@ -179,23 +209,35 @@ static braid_status_t calib_measure(braid_comm_t *comm, braid_model_t *m)
 {
     const braid_topo_t *t = &comm->topo;
     int me = comm->rank, h = t->host_of[me], li = t->local_rank[me];
-    /* inside hosts: local ranks 2k and 2k+1 of every host at once */
-    calib_pair_t local = { -1, !(li & 1) }, net = { -1, me == 0 };
-    if ((li ^ 1) < braid_topo_nlocal(t, h))
-        local.peer = t->host_ranks[t->host_first[h] + (li ^ 1)];
+    /* inside hosts, every host at once: local ranks 2k and 2k+1 ping-pong; all exchange
+     * around a ring of the host's ranks */
+    int nl = braid_topo_nlocal(t, h);
+    const int *on = &t->host_ranks[t->host_first[h]];
+    calib_pair_t local = { -1, !(li & 1), -1, -1 }, net = { -1, me == 0, -1, -1 };
+    if ((li ^ 1) < nl)
+        local.peer = on[li ^ 1];
+    if (nl > 1) {
+        local.next = on[(li + 1) % nl];
+        local.prev = on[(li + nl - 1) % nl];
+    }
     /* between hosts: rank 0 and the first rank of host 1 */
     int other = t->nhosts > 1 ? t->host_ranks[t->host_first[1]] : -1;
     net.peer = me == 0 ? other : me == other ? 0 : -1;
-    unsigned char *buf = calloc(1, CALIB_LARGE);
+    unsigned char *buf = calloc(2, CALIB_LARGE);
     if (buf == NULL)
         return braid_err(BRAID_ERR_NOMEM, "calibration: out of memory");
     braid_status_t st = BRAID_OK;
     if (braid_topo_nlocal(t, 0) > 1)
-        st = calib_link(comm, local, buf, m);
+        st = calib_link(comm, local, 1, buf, m);
     if (st == BRAID_OK && t->nhosts > 1)
-        st = calib_link(comm, net, buf, m);
+        st = calib_link(comm, net, 0, buf, m);
     if (st == BRAID_OK && comm->rank == 0) {
         calib_gamma(buf, m);
+        /* rank 0 combined alone; in a collective the ranks on this kernel combine and copy
+         * at once, sharing its CPUs */
+        double share = comm->oversubscribed ? (double)comm->kernel_ranks / comm->kernel_cpus : 1;
+        m->gamma *= share;
+        m->beta[BRAID_LINK_SELF] = braid_model_default.beta[BRAID_LINK_SELF] * share;
         /* a core's L2, shared by the ranks on this kernel when they outnumber its cores */
         braid_host_hw_t hw;
         int k = comm->kernel_ranks;

@@ -1,7 +1,7 @@
 /*
- * The tuner's calibration at communicator creation: a few ping-pongs measure the latency
- * and bandwidth of the communicator's link classes (inside a host, between hosts), a timed
- * reduction its combine rate, and hwloc the L2 cache per rank; rank 0's figures become
+ * The tuner's calibration at communicator creation: round trips and exchanges measure the
+ * latency and bandwidth of the communicator's link classes (inside a host, between hosts),
+ * a timed reduction its combine rate, and hwloc the L2 cache per rank; rank 0's figures become
  * every rank's cost model, so that all choose alike. Cached per layout in the process: a
  * communicator with the same hosts, ranks per host, provider and slot size reuses the
  * figures without measuring.

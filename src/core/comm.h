@@ -90,7 +90,8 @@ struct ncclComm {
     uint64_t child_count;              /* splits and shrinks made from this comm */
     int check_host_ptrs;               /* check buffers are CPU-readable (device/device.h) */
     int kernel_ranks;                  /* ranks on this kernel (peers' machine_id), self included */
-    int oversubscribed;                /* kernel_ranks outnumber the cores we may run on */
+    int kernel_cpus;                   /* CPUs those ranks may run on together (0: unknown) */
+    int oversubscribed;                /* kernel_ranks outnumber kernel_cpus */
     size_t stream_min;                 /* BRAID_STREAM_MIN: stream outputs from this size */
     braid_premul_t *premuls;           /* ncclRedOpCreatePreMulSum handles */
     int npremuls;
