@@ -133,8 +133,9 @@ static double binomial_cost(const braid_coll_t *c, const braid_model_t *m)
         return braid_model_local(m, b);
     while ((1 << d) < n)
         d++;
-    return d * (m->alpha[l] + m->step) + d * b * m->beta[l] + braid_model_fill(m, l, b, d, 1) +
-           braid_model_cuts(m, l, b, d) + (c->kind == BRAID_COLL_REDUCE ? d * b * m->gamma : 0);
+    return d * (m->alpha[l] + m->step) + d * b * braid_model_beta(m, l, 1) +
+           braid_model_fill(m, l, b, d, 1) + braid_model_cuts(m, l, b, d) +
+           (c->kind == BRAID_COLL_REDUCE ? d * b * m->gamma : 0);
 }
 
 const braid_algo_t braid_algo_binomial = {

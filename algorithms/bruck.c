@@ -231,14 +231,14 @@ static double bruck_cost(const braid_coll_t *c, const braid_model_t *m)
     case BRAID_COLL_ALLGATHER:
         if (n == 1)
             return t;
-        return r * (m->alpha[l] + 2 * m->step) + (n - 1) * blk * share * m->beta[l] +
+        return r * (m->alpha[l] + 2 * m->step) + (n - 1) * blk * braid_model_beta(m, l, share) +
                braid_model_fill(m, l, blk, r, 1) + braid_model_cuts(m, l, (n - 1) * blk / r, r) +
                braid_model_passes(m, c, (n - 1) * blk);
     case BRAID_COLL_ALLTOALL:
         for (int d = 1; d < n; d *= 2)
             t += m->alpha[l] + 2 * m->step + 3 * ((n - d + 2 * d - 1) / (2 * d)) * m->step +
                  bruck_a2a_blocks(n, d) * blk *
-                     (m->beta[l] * share + 2 * m->beta[BRAID_LINK_SELF]);
+                     (braid_model_beta(m, l, share) + 2 * m->beta[BRAID_LINK_SELF]);
         return t;
     default:
         return BRAID_COST_NONE;

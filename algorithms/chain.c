@@ -84,7 +84,7 @@ static double chain_cost(const braid_coll_t *c, const braid_model_t *m)
     if (n == 1)
         return braid_model_local(m, b);
     double fill = (n - 2) * braid_model_slice(m, b);
-    return (n - 1) * (m->alpha[l] + m->step) + b * m->beta[l] +
+    return (n - 1) * (m->alpha[l] + m->step) + b * braid_model_beta(m, l, 1) +
            braid_model_fill(m, l, b, n - 1, 1) + braid_model_cuts(m, l, b, 1) +
            (c->kind == BRAID_COLL_REDUCE ? b + fill : 0) * m->gamma;
 }

@@ -188,13 +188,13 @@ static double direct_cost(const braid_coll_t *c, const braid_model_t *m)
     case BRAID_COLL_SEND:
     case BRAID_COLL_RECV:
         l = braid_coll_link(c, c->rank, c->root);
-        return m->alpha[l] + m->step + blk * m->beta[l];
+        return m->alpha[l] + m->step + blk * braid_model_beta(m, l, 1);
     case BRAID_COLL_ALLTOALL:
     case BRAID_COLL_ALLTOALLV:
-        return m->alpha[l] + 2 * n * m->step + (n - 1) * blk * m->beta[l] *
-               braid_model_nic_share(c);
+        return m->alpha[l] + 2 * n * m->step +
+               (n - 1) * blk * braid_model_beta(m, l, braid_model_nic_share(c));
     default:
-        return m->alpha[l] + n * m->step + (n - 1) * blk * m->beta[l];
+        return m->alpha[l] + n * m->step + (n - 1) * blk * braid_model_beta(m, l, 1);
     }
 }
 

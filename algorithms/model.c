@@ -24,6 +24,7 @@ const braid_model_t braid_model_default = {
     .slice = 256 * 1024,
     .slice_cost = { [BRAID_LINK_SELF] = 0.05, [BRAID_LINK_NUMA] = 0.25,
                     [BRAID_LINK_HOST] = 0.25, [BRAID_LINK_NET] = 1.0 },
+    .cpu_share = 1,
 };
 
 braid_link_t braid_coll_link(const braid_coll_t *c, int a, int b)
@@ -53,14 +54,14 @@ int braid_coll_maxlocal(const braid_coll_t *c)
 double braid_model_steps(const braid_model_t *m, braid_link_t l, int nsteps, double b,
                          double share, double reduced)
 {
-    return nsteps * (m->alpha[l] + m->step) + nsteps * b * m->beta[l] * share +
+    return nsteps * (m->alpha[l] + m->step) + nsteps * b * braid_model_beta(m, l, share) +
            braid_model_cuts(m, l, b, nsteps) + reduced * m->gamma;
 }
 
 double braid_model_fill(const braid_model_t *m, braid_link_t l, double b, int depth,
                         double share)
 {
-    return depth > 1 ? (depth - 1) * braid_model_slice(m, b) * m->beta[l] * share : 0;
+    return depth > 1 ? (depth - 1) * braid_model_slice(m, b) * braid_model_beta(m, l, share) : 0;
 }
 
 double braid_model_cuts(const braid_model_t *m, braid_link_t l, double b, double msgs)

@@ -32,6 +32,8 @@ typedef struct braid_model {
     double slice;                       /* bytes per slice: the communicator's slot, or the
                                          * fraction of it the tuner tries (braid_algo_rank) */
     double slice_cost[BRAID_LINK_NCLASSES];     /* us: a slice's hand-over beyond its bytes */
+    double cpu_share;                   /* ranks per CPU where they outnumber them, else 1:
+                                         * braid_model_beta */
 } braid_model_t;
 
 #define BRAID_COST_NONE (-1.0)
@@ -50,10 +52,26 @@ braid_link_t braid_coll_worst(const struct braid_coll *c);
 int braid_coll_nhosts(const struct braid_coll *c);
 int braid_coll_maxlocal(const struct braid_coll *c);
 
+/*
+ * What a byte costs a rank over link class l while `share` senders use the link at once
+ * (a host's NIC; 1 elsewhere). The calibration measures the network with one pair alone,
+ * and inside a host with every rank at work (src/core/calib.c); where ranks outnumber
+ * CPUs, they also take turns moving bytes between hosts (TCP copies them), so a byte there
+ * costs at least the ranks per CPU times a lone pair's. The larger of the two shares
+ * bounds it: they are one bottleneck where the CPUs carry the network (namespaces on one
+ * machine), and either one where they do not.
+ */
+static inline double braid_model_beta(const braid_model_t *m, braid_link_t l, double share)
+{
+    if (l == BRAID_LINK_NET && share < m->cpu_share)
+        share = m->cpu_share;
+    return m->beta[l] * share;
+}
+
 /* One message of b bytes over link class l. */
 static inline double braid_model_msg(const braid_model_t *m, braid_link_t l, double b)
 {
-    return m->alpha[l] + b * m->beta[l];
+    return m->alpha[l] + b * braid_model_beta(m, l, 1);
 }
 
 /*

@@ -52,8 +52,8 @@ static double oneshot_cost(const braid_coll_t *c, const braid_model_t *m)
     double b = (double)braid_coll_bytes(c);
     braid_link_t l = braid_coll_worst(c);
     double hop = l == BRAID_LINK_NET ? (n - 1) * m->alpha[l] : m->alpha[l];
-    return hop + 2 * n * m->step + (n - 1) * b * m->beta[l] * braid_model_nic_share(c) +
-           b * m->beta[BRAID_LINK_SELF] + (n - 1) * b * m->gamma;
+    double out = (n - 1) * b * braid_model_beta(m, l, braid_model_nic_share(c));
+    return hop + 2 * n * m->step + out + b * m->beta[BRAID_LINK_SELF] + (n - 1) * b * m->gamma;
 }
 
 const braid_algo_t braid_algo_oneshot = {

@@ -226,7 +226,7 @@ static double tree_cost(const braid_coll_t *c, const braid_model_t *m)
     if (n == 1)
         return braid_model_local(m, b);
     double share = tree_nic_share(c);
-    return 2 * (d * (m->alpha[l] + m->step) + b * m->beta[l] * share +
+    return 2 * (d * (m->alpha[l] + m->step) + b * braid_model_beta(m, l, share) +
                 braid_model_fill(m, l, b / 2, d, share) + braid_model_cuts(m, l, b / 2, 2)) +
            b * m->gamma + braid_model_passes(m, c, 2 * b);
 }

@@ -177,16 +177,17 @@ static braid_status_t calib_link(braid_comm_t *comm, calib_pair_t pair, int swap
         double per = (cut - large) / ways / (calib_slices(slice) - calib_slices(slot));
         m->slice_cost[l] = per > 0.01 ? per : 0.01;
     }
+    if (l == BRAID_LINK_NET)        /* the model adds the ranks per CPU: braid_model_beta */
+        return BRAID_OK;
     /* Where ranks outnumber cores, a pipeline's ranks do not all run at once: a slice
-     * handed on may wait for its receiver to be scheduled, which the pairs' alpha holds.
-     * (A pair's ping-pong misses it: the sender fills the FIFO before it yields.) */
-    if (l != BRAID_LINK_NET && comm->oversubscribed && m->slice_cost[l] < m->alpha[l])
+     * handed on may wait for its receiver to be scheduled, which the pairs' alpha holds
+     * (the exchanges miss most of it: a rank fills its FIFO before it yields). */
+    if (comm->oversubscribed && m->slice_cost[l] < m->alpha[l])
         m->slice_cost[l] = m->alpha[l];
-    if (l != BRAID_LINK_NET) {      /* one pair stands for every pair of the host */
-        m->alpha[BRAID_LINK_NUMA] = m->alpha[BRAID_LINK_HOST] = m->alpha[l];
-        m->beta[BRAID_LINK_NUMA] = m->beta[BRAID_LINK_HOST] = m->beta[l];
-        m->slice_cost[BRAID_LINK_NUMA] = m->slice_cost[BRAID_LINK_HOST] = m->slice_cost[l];
-    }
+    /* one pair stands for every pair of the host */
+    m->alpha[BRAID_LINK_NUMA] = m->alpha[BRAID_LINK_HOST] = m->alpha[l];
+    m->beta[BRAID_LINK_NUMA] = m->beta[BRAID_LINK_HOST] = m->beta[l];
+    m->slice_cost[BRAID_LINK_NUMA] = m->slice_cost[BRAID_LINK_HOST] = m->slice_cost[l];
     return BRAID_OK;
 }
 
@@ -234,15 +235,19 @@ static braid_status_t calib_measure(braid_comm_t *comm, braid_model_t *m)
     if (st == BRAID_OK && comm->rank == 0) {
         calib_gamma(buf, m);
         /* rank 0 combined alone; in a collective the ranks on this kernel combine and copy
-         * at once, sharing its CPUs */
-        double share = comm->oversubscribed ? (double)comm->kernel_ranks / comm->kernel_cpus : 1;
-        m->gamma *= share;
-        m->beta[BRAID_LINK_SELF] = braid_model_default.beta[BRAID_LINK_SELF] * share;
-        /* a core's L2, shared by the ranks on this kernel when they outnumber its cores */
+         * at once, taking turns on its CPUs */
+        m->cpu_share = comm->oversubscribed ? (double)comm->kernel_ranks / comm->kernel_cpus : 1;
+        m->gamma *= m->cpu_share;
+        m->beta[BRAID_LINK_SELF] = braid_model_default.beta[BRAID_LINK_SELF] * m->cpu_share;
+        /* a core's L2, shared by the ranks on this kernel when they outnumber the cores
+         * they may run on (no more than their CPUs) */
         braid_host_hw_t hw;
         int k = comm->kernel_ranks;
-        if (braid_host_hw(&hw) == BRAID_OK && hw.l2 > 0 && hw.ncores > 0)
-            m->cache = (double)hw.l2 / (k > hw.ncores ? (double)k / hw.ncores : 1);
+        if (braid_host_hw(&hw) == BRAID_OK && hw.l2 > 0 && hw.ncores > 0) {
+            int cores = comm->kernel_cpus > 0 && comm->kernel_cpus < hw.ncores
+                            ? comm->kernel_cpus : hw.ncores;
+            m->cache = (double)hw.l2 / (k > cores ? (double)k / cores : 1);
+        }
     }
     free(buf);
     return st;
