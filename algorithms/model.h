@@ -9,9 +9,9 @@
  *
  * A NET link stands for the host's network interface: ranks of one host that send to
  * other hosts at the same time share it, and cost functions charge their combined bytes
- * (braid_model_nic_share). The defaults are measured on the project's 2-core CI machines
- * (shm) and veth namespaces (net); the calibration at communicator creation replaces them
- * with what the communicator measures (src/core/calib.c).
+ * (braid_model_nic_share, braid_model_beta). The defaults are measured on the project's
+ * 2-core CI machines (shm) and veth namespaces (net); the calibration at communicator
+ * creation replaces them with what the communicator measures (src/core/calib.c).
  *
  * Cost functions (braid_algo_t.cost) return microseconds, or BRAID_COST_NONE when the
  * algorithm declines the call, which it must do exactly when its builder would decline.

@@ -10,15 +10,16 @@
  * The exchanges go around a ring of the host's ranks, which all send and receive at once,
  * as in a collective's step: where ranks outnumber cores, a message then pays for the other
  * ranks' turns on the cores, and every copy for the memory bandwidth they share. Between
- * hosts, rank 0 and the first rank of the next host alone (the model charges a NIC's sharing
- * itself), in round trips: 8 B x CALIB_REPS_SMALL, 1 MiB x CALIB_REPS_LARGE and the same in
- * slices, the medians. Rank 0 also times a reduction alone; where the ranks on its kernel
- * outnumber their CPUs, it scales that and the copy rate (beta of SELF) by the ranks per CPU.
+ * hosts, rank 0 and the first rank of the next host alone, in round trips: 8 B x
+ * CALIB_REPS_SMALL, 1 MiB x CALIB_REPS_LARGE and the same in slices, the medians (the model
+ * charges a NIC's sharing itself, and so the ranks per CPU: braid_model_beta). Rank 0 also
+ * times a reduction alone; where the ranks on its kernel outnumber their CPUs, it scales
+ * that and the copy rate (beta of SELF) by the ranks per CPU (cpu_share).
  *
  * Then every rank takes rank 0's model from a bootstrap all-gather, which also tells
  * whether every rank had it cached (then nothing was measured). Two all-gathers at most,
- * and 15-50 ms of messages (on the 2-core CI machines: 2 processes 17 ms, 4 processes 20 ms,
- * 2 x 2 over TCP 42-49 ms).
+ * and 15-120 ms of messages (on the 2-core CI machines: 2 processes 15-19 ms, 4 processes
+ * 22-30 ms, 2 x 2 over TCP between namespaces 67-115 ms).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -115,10 +116,10 @@ static braid_status_t calib_swap(braid_comm_t *comm, calib_pair_t pair, unsigned
     return braid_group_end();
 }
 
-/* Round trips of `bytes` with the pair's peer: the median in us (a process that the
+/* Rounds of `bytes` with the pair's peer, round trips: the median in us (a process that the
  * scheduler put to sleep once does not set the figure). Exchanges (swap): the mean, as a
  * ring's steps follow each other, a rank that ran ahead through its FIFO waiting later. */
-static braid_status_t calib_pingpong(braid_comm_t *comm, calib_pair_t pair, int swap,
+static braid_status_t calib_rounds(braid_comm_t *comm, calib_pair_t pair, int swap,
                                      unsigned char *buf, size_t bytes, int reps, double *us_p)
 {
     double t[CALIB_REPS_SMALL], sum = 0;
@@ -156,13 +157,13 @@ static braid_status_t calib_link(braid_comm_t *comm, calib_pair_t pair, int swap
     int reps = swap ? CALIB_REPS_SWAP : CALIB_REPS_LARGE;
     size_t slot = comm->slot_size, slice = BRAID_SLICE_MIN;
     /* one warm-up of the large size first: connections, page faults */
-    BRAID_CHECK(calib_pingpong(comm, pair, swap, buf, CALIB_LARGE, 1, &large));
-    BRAID_CHECK(calib_pingpong(comm, pair, 0, buf, CALIB_SMALL, CALIB_REPS_SMALL, &small));
-    BRAID_CHECK(calib_pingpong(comm, pair, swap, buf, CALIB_LARGE, reps, &large));
+    BRAID_CHECK(calib_rounds(comm, pair, swap, buf, CALIB_LARGE, 1, &large));
+    BRAID_CHECK(calib_rounds(comm, pair, 0, buf, CALIB_SMALL, CALIB_REPS_SMALL, &small));
+    BRAID_CHECK(calib_rounds(comm, pair, swap, buf, CALIB_LARGE, reps, &large));
     if (slice < slot) {             /* the small slices, set as BRAID_SLICE_SIZE would */
         size_t user = comm->tune.slice;
         comm->tune.slice = slice;
-        braid_status_t st = calib_pingpong(comm, pair, swap, buf, CALIB_LARGE, reps, &cut);
+        braid_status_t st = calib_rounds(comm, pair, swap, buf, CALIB_LARGE, reps, &cut);
         comm->tune.slice = user;
         BRAID_CHECK(st);
     }
@@ -291,11 +292,12 @@ braid_status_t braid_calibrate(braid_comm_t *comm)
         calib_store(sig, m);
     }
     BRAID_INFO(BRAID_SUB_INIT, "calibration%s in %.1f ms: alpha numa %.2f net %.2f us, "
-               "%.2f / %.2f GB/s, slice %.2f / %.2f us, reduce %.2f GB/s, cache %.0f KiB",
+               "%.2f / %.2f GB/s, slice %.2f / %.2f us, reduce %.2f GB/s, cache %.0f KiB, "
+               "%.2g ranks per CPU",
                all_cached ? " (cached)" : "", (braid_now() - t0) * 1e3,
                m->alpha[BRAID_LINK_NUMA], m->alpha[BRAID_LINK_NET],
                1e-3 / m->beta[BRAID_LINK_NUMA], 1e-3 / m->beta[BRAID_LINK_NET],
                m->slice_cost[BRAID_LINK_NUMA], m->slice_cost[BRAID_LINK_NET], 1e-3 / m->gamma,
-               m->cache / 1024);
+               m->cache / 1024, m->cpu_share);
     return BRAID_OK;
 }

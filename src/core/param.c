@@ -87,7 +87,7 @@ static const param_entry_t param_table[] = {
         "Simple-like one"),
     [BRAID_P_CALIBRATE] = P_BOOL("CALIBRATE", NULL, "1",
         "measure the links' latency and bandwidth at communicator creation for the tuner "
-        "(15-50 ms, cached per layout in the process); 0: the built-in cost model"),
+        "(15-120 ms, cached per layout in the process); 0: the built-in cost model"),
     [BRAID_P_SLICE_SIZE] = P_SIZE("SLICE_SIZE", NULL, "0", 0, INT64_C(1) << 30,
         "bytes per slice of a collective's messages (at most the slot size); 0: the tuner "
         "picks the slot or a half, quarter, ... of it down to 4K per call"),

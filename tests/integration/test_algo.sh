@@ -68,7 +68,8 @@ for layout in 1x4 2x2; do
 done
 
 # Ranks bound to a CPU each are not oversubscribed: they count the CPUs they may run on
-# together (2 ranks on CPUs 0 and 1), where 3 ranks on those 2 CPUs are.
+# together (2 ranks on CPUs 0 and 1), where 3 ranks on those 2 CPUs are, and the cost model
+# then charges 1.5 ranks per CPU.
 if [ "$(nproc)" -lt 2 ] || ! command -v taskset >/dev/null; then
     echo "skip: binding ranks needs 2 CPUs and taskset"
 else
@@ -77,9 +78,11 @@ else
                 NCCL_DEBUG_FILE="$TMP/dbg.%p" "$TOOLS_DIR/braidrun" -n $n sh -c \
                 'exec taskset -c $((RANK % 2)) '"$TOOLS_DIR"'/all_reduce_perf -b 8 -e 8 -n 1 -w 0'; then
             cat "$TMP"/dbg.* >"$TMP/dbg" && rm -f "$TMP"/dbg.*
-            want="waiting ranks spin first"
-            [ $n = 3 ] && want="oversubscribed, waiting ranks yield"
+            want="waiting ranks spin first" share=1
+            [ $n = 3 ] && want="oversubscribed, waiting ranks yield" share=1.5
             expect_in "$n bound ranks: $want" "$TMP/dbg" "$n ranks of the communicator on this machine, 2 CPUs for them: $want"
+            expect_in "$n bound ranks: the model's ranks per CPU" "$TMP/dbg" \
+                "calibration in .* KiB, $share ranks per CPU"
         fi
     done
 fi
