@@ -43,9 +43,9 @@ typedef struct braid_tune {
     uint32_t proto[BRAID_COLL_NUM];     /* bit per protocol NCCL_PROTO allows (LL, LL128,
                                          * Simple) */
     /* The last choice per collective: bytes << 11 | halvings of the slice (0-7) << 8 |
-     * (index in braid_algos + 1), 0 none. The
-     * choice depends on a call only through its collective and bytes (the rest is the
-     * communicator's), so a call of the same size reuses it (algorithms/algo.c). */
+     * (index in braid_algos + 1), 0 none. The choice depends on a call only through its
+     * collective and bytes (the rest is the communicator's), so a call of the same size
+     * reuses it (algorithms/algo.c). */
     _Atomic uint64_t last[BRAID_COLL_NUM];
     /* NCCL_TUNER_PLUGIN ("": none) and this communicator's context in it */
     char plugin_spec[128];

@@ -120,7 +120,7 @@ static braid_status_t calib_swap(braid_comm_t *comm, calib_pair_t pair, unsigned
  * scheduler put to sleep once does not set the figure). Exchanges (swap): the mean, as a
  * ring's steps follow each other, a rank that ran ahead through its FIFO waiting later. */
 static braid_status_t calib_rounds(braid_comm_t *comm, calib_pair_t pair, int swap,
-                                     unsigned char *buf, size_t bytes, int reps, double *us_p)
+                                   unsigned char *buf, size_t bytes, int reps, double *us_p)
 {
     double t[CALIB_REPS_SMALL], sum = 0;
     int active = (swap ? pair.next : pair.peer) >= 0;
@@ -135,10 +135,12 @@ static braid_status_t calib_rounds(braid_comm_t *comm, calib_pair_t pair, int sw
         t[i] = (braid_now() - t0) * 1e6;
         sum += t[i];
     }
-    if (active && !swap)
+    if (active && swap) {
+        *us_p = sum / reps;
+    } else if (active) {
         qsort(t, (size_t)reps, sizeof(t[0]), calib_cmp);
-    if (active)
-        *us_p = swap ? sum / reps : t[reps / 2];
+        *us_p = t[reps / 2];
+    }
     return BRAID_OK;
 }
 

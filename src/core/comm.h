@@ -29,9 +29,9 @@ typedef enum {
     BRAID_COMM_DESTROYED,         /* only ever published to peers */
 } braid_comm_state_t;
 
-/* What each rank tells the others at init (the bootstrap info blob). */
 #define BRAID_CPU_WORDS 16     /* CPUs 0-1023 in a peer's affinity mask */
 
+/* What each rank tells the others at init (the bootstrap info blob). */
 typedef struct braid_peer_info {
     uint64_t host_id;
     uint64_t machine_id;       /* braid_machine_id: which ranks share this kernel's cores */
