@@ -114,11 +114,6 @@ int braid_algo_index(const braid_algo_t *a)
     return -1;
 }
 
-static const braid_model_t *algo_model(const braid_coll_t *coll)
-{
-    return coll->tune != NULL ? &coll->tune->model : &braid_model_default;
-}
-
 static int algo_slice_fixed(const braid_coll_t *coll)
 {
     return coll->tune != NULL && coll->tune->slice != 0;
@@ -127,14 +122,15 @@ static int algo_slice_fixed(const braid_coll_t *coll)
 /* The slice of `cuts` halvings of the model's (the slot), or BRAID_SLICE_SIZE's. */
 static size_t algo_slice(const braid_coll_t *coll, int cuts)
 {
-    return algo_slice_fixed(coll) ? coll->tune->slice : (size_t)algo_model(coll)->slice >> cuts;
+    return algo_slice_fixed(coll) ? coll->tune->slice
+                                  : (size_t)braid_coll_model(coll)->slice >> cuts;
 }
 
 /* An algorithm's cost at its best slice (*cuts_p: its halvings; a pipeline's fill shrinks
  * with the slice and its hand-overs grow); at BRAID_SLICE_SIZE's alone where it is set. */
 static double algo_cost(const braid_coll_t *coll, const braid_algo_t *a, int *cuts_p)
 {
-    braid_model_t m = *algo_model(coll);
+    braid_model_t m = *braid_coll_model(coll);
     double best = BRAID_COST_NONE;
     *cuts_p = 0;
     for (int k = 0; k <= (algo_slice_fixed(coll) ? 0 : BRAID_SLICE_CUTS); k++) {

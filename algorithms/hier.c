@@ -6,7 +6,7 @@
  *   all-reduce                          host 0: a0 a1         host 1: b0 b1      (L = 2)
  *     1. reduce-scatter inside hosts    a0 gets chunk 0 of a, a1 chunk 1 of a, ...
  *     2. all-reduce of chunk i across   a0 <-> b0 on chunk 0, a1 <-> b1 on chunk 1
- *        hosts, among local index i     (a ring of H ranks, on a 1/L of the buffer)
+ *        hosts, among local index i     (a ring of H ranks, or recursive doubling)
  *     3. all-gather inside hosts        every rank gets every chunk
  *
  *   all-gather:      1. across hosts among local index i: rank gets the H blocks of its
@@ -20,15 +20,23 @@
  * separate blocks (all-gather and reduce-scatter inside a host: one per host): each block
  * is then a whole ring of its own, one after the other, so that a rank never has more
  * than one message of a ring waiting in a FIFO (two would fill a 2-slot FIFO, and every
- * rank would wait for room to pass a block on while its successor waits the same). Phases read whole regions the previous phase wrote at other offsets, so each
- * starts a stage.
+ * rank would wait for room to pass a block on while its successor waits the same).
+ * Phases read whole regions the previous phase wrote at other offsets, so each starts a
+ * stage.
+ *
+ * The all-reduce across hosts may instead be recursive doubling where H is a power of two
+ * (as algorithms/rd.c, on the chunk): log2(H) steps of the whole chunk against the ring's
+ * 2(H-1) of an H-th of it. At H = 2 both move the chunk once each way and the doubling
+ * saves a latency between hosts; for larger H it moves more. The model decides
+ * (hier_across_rd), the same for the cost and the schedule.
  *
  * Each byte crosses between hosts 2(H-1)/H times per local rank carrying 1/L of the
  * buffer: a host sends 2(H-1)/H of the buffer in all, where the flat ring sends that much
  * through each of its links that leave the host, 2(n-1)/n of the buffer (2 x 2: 1 against
  * 1.5 buffers, a third less). Results are bit-identical on every rank: each element is
- * reduced by one rank of one group, then only copied. Hosts of unequal rank counts, and
- * one host, are declined.
+ * reduced by one rank of one group, then only copied, or, by doubling, the two sides of
+ * each step combine the same two partials. Hosts of unequal rank counts, and one host,
+ * are declined.
  */
 #include <stdlib.h>
 
@@ -185,6 +193,51 @@ static braid_status_t ring_ag(braid_sched_t *s, const hier_group_t *g, braid_buf
     return BRAID_OK;
 }
 
+/* The all-reduce across hosts of a chunk of b bytes per rank (L ranks of a host sending at
+ * once): a ring, or recursive doubling (rd, H a power of two), every rank combining the
+ * partner's partial into its own at each step. */
+static double across_cost(const braid_model_t *m, int H, int L, double b, int rd)
+{
+    int k = 0;
+    while ((1 << k) < H)
+        k++;
+    if (rd)
+        return braid_model_steps(m, BRAID_LINK_NET, k, b, L, k * b);
+    return braid_model_steps(m, BRAID_LINK_NET, 2 * (H - 1), b / H, L, b * (H - 1) / H);
+}
+
+/* Whether the all-reduce's phase 2 is recursive doubling: by the communicator's model (not
+ * the tuner's trial slices), so the cost function and the builder decide alike. */
+static int hier_across_rd(const braid_coll_t *c, int L)
+{
+    const braid_model_t *m = braid_coll_model(c);
+    int H = c->topo->nhosts;
+    double b = (double)braid_coll_bytes(c) / L;
+    return (H & (H - 1)) == 0 && across_cost(m, H, L, b, 1) <= across_cost(m, H, L, b, 0);
+}
+
+/*
+ * Recursive doubling of the region `map` splits, over group g (a power of two): send this
+ * rank's partial to the partner at distance 1; then at each distance d receive the partner's,
+ * combine it into recvbuff and send the sum on to the partner at 2d. One stage, pipelined
+ * slice by slice as algorithms/rd.c's.
+ */
+static braid_status_t rd_across(braid_sched_t *s, const hier_group_t *g, const hier_map_t *map)
+{
+    size_t es = braid_dtype_size(map->c->dtype), off = map->base * es, bytes = map->len * es;
+    BRAID_CHECK(braid_sched_add(s, -1, group_rank(g, g->me ^ 1), braid_ref(BRAID_BUF_RECV, off),
+                                braid_ref_none(), bytes, 0));
+    for (int d = 1; d < g->n; d *= 2) {
+        int last = 2 * d >= g->n;
+        BRAID_CHECK(braid_sched_add(s, group_rank(g, g->me ^ d),
+                                    last ? -1 : group_rank(g, g->me ^ (2 * d)),
+                                    braid_ref(BRAID_BUF_RECV, off), braid_ref(BRAID_BUF_RECV, off),
+                                    bytes, BRAID_STEP_REDUCE | BRAID_STEP_ACC |
+                                               (last ? BRAID_STEP_FINAL : 0)));
+    }
+    return BRAID_OK;
+}
+
 static braid_status_t hier_allreduce(const braid_coll_t *c, braid_sched_t *s, int L)
 {
     hier_group_t local = group_local(c, L), across = group_across(c, L);
@@ -195,11 +248,16 @@ static braid_status_t hier_allreduce(const braid_coll_t *c, braid_sched_t *s, in
     /* 1: this host's sum of chunk me, into recvbuff */
     BRAID_CHECK(ring_rs(s, &local, BRAID_BUF_SEND, &lmap, BRAID_STEP_REDUCE, BRAID_BUF_RECV,
                         &lmap, 0));
-    /* 2: the ring all-reduce of chunk me across hosts, on recvbuff (partials: ACC) */
+    /* 2: the all-reduce of chunk me across hosts, on recvbuff (partials: ACC) */
     braid_sched_stage(s);
-    BRAID_CHECK(ring_rs(s, &across, BRAID_BUF_RECV, &amap, BRAID_STEP_REDUCE | BRAID_STEP_ACC,
-                        BRAID_BUF_RECV, &amap, BRAID_STEP_FINAL));
-    BRAID_CHECK(ring_ag(s, &across, BRAID_BUF_RECV, &amap));
+    if (hier_across_rd(c, L)) {
+        BRAID_CHECK(rd_across(s, &across, &amap));
+    } else {
+        BRAID_CHECK(ring_rs(s, &across, BRAID_BUF_RECV, &amap,
+                            BRAID_STEP_REDUCE | BRAID_STEP_ACC, BRAID_BUF_RECV, &amap,
+                            BRAID_STEP_FINAL));
+        BRAID_CHECK(ring_ag(s, &across, BRAID_BUF_RECV, &amap));
+    }
     /* 3: every chunk to every rank of the host */
     braid_sched_stage(s);
     return ring_ag(s, &local, BRAID_BUF_RECV, &lmap);
@@ -266,7 +324,8 @@ static braid_status_t hier_build(const braid_coll_t *c, braid_sched_t *s)
 /*
  * Rings of L inside hosts and of H across them. All-reduce: (L-1) + 2(H-1) + (L-1) steps;
  * inside a host 2(L-1)/L of the buffer; across, 2(H-1)/H of a 1/L share per rank with the
- * host's L ranks on one NIC. All-gather and reduce-scatter: the same halves, one way each.
+ * host's L ranks on one NIC (or log2(H) steps of the share: across_cost). All-gather and
+ * reduce-scatter: the same halves, one way each.
  */
 static double hier_cost(const braid_coll_t *c, const braid_model_t *m)
 {
@@ -280,8 +339,7 @@ static double hier_cost(const braid_coll_t *c, const braid_model_t *m)
     double rs = L > 1 ? braid_model_steps(m, in, L - 1, b / L, 1, b * (L - 1) / L) : 0;
     if (c->kind == BRAID_COLL_ALLREDUCE)
         return rs + ag + braid_model_passes(m, c, 2 * b) +
-               braid_model_steps(m, BRAID_LINK_NET, 2 * (H - 1), b / L / H, L,
-                                 b / L * (H - 1) / H);
+               across_cost(m, H, L, b / L, hier_across_rd(c, L));
     return (red ? rs : ag) + braid_model_passes(m, c, b) +
            braid_model_steps(m, BRAID_LINK_NET, H - 1, b / L / H, L, red * b / L * (H - 1) / H);
 }

@@ -5,6 +5,7 @@
 
 #include "algorithms/model.h"
 #include "algorithms/sched.h"
+#include "algorithms/tune.h"
 
 /*
  * Defaults, measured on the project's 2-core machines: a shared-memory hop 0.2 us and
@@ -26,6 +27,11 @@ const braid_model_t braid_model_default = {
                     [BRAID_LINK_HOST] = 0.25, [BRAID_LINK_NET] = 1.0 },
     .cpu_share = 1,
 };
+
+const braid_model_t *braid_coll_model(const braid_coll_t *c)
+{
+    return c->tune != NULL ? &c->tune->model : &braid_model_default;
+}
 
 braid_link_t braid_coll_link(const braid_coll_t *c, int a, int b)
 {

@@ -1,7 +1,7 @@
 /*
  * The tuner: NCCL_ALGO / NCCL_PROTO parsing (lists, ^, per collective, NCCL's and braid's
- * names, errors that list the known names), the choice under a filter, the slice size, and
- * the agreement hash.
+ * names, errors that list the known names), the choice under a filter, the slice size, the
+ * model's choices (hier's crossing of hosts among them), and the agreement hash.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -227,6 +227,49 @@ static void test_model_choice(void **state)
     braid_topo_free(&topo);
 }
 
+/* hier's all-reduce on rank 0 of a layout: the steps of its schedule and its cost. */
+static int hier_steps(braid_tune_t *t, int n, size_t count, const braid_topo_t *topo,
+                      double *cost)
+{
+    const braid_algo_t *hier = braid_algos[algo_index("hier")];
+    braid_coll_t c = { .kind = BRAID_COLL_ALLREDUCE, .dtype = BRAID_FP32, .nranks = n,
+                       .count = count, .topo = topo, .tune = t };
+    braid_sched_t s;
+    braid_sched_init(&s, sizeof(float));
+    assert_int_equal(hier->build(&c, &s), BRAID_OK);
+    int steps = s.nsteps;
+    braid_sched_free(&s);
+    *cost = hier->cost(&c, &t->model);
+    return steps;
+}
+
+/* hier crosses hosts by recursive doubling where they are a power of two and the model
+ * finds it cheaper, else by a ring, and its schedule and its cost agree. 1 rank per host,
+ * 1 ms between hosts, 48 bytes: 4 hosts cross in 2 steps (and the copy into recvbuff: 4
+ * steps in all; a ring would take 6 crossings, 9 steps), 3 hosts in the ring's 4 (7
+ * steps). 64 MiB on 4 hosts at the built-in figures: the doubling moves the whole buffer
+ * twice, the ring 1.5 times, and the ring is taken. */
+static void test_hier_crossing(void **state)
+{
+    braid_tune_t t;
+    braid_topo_t four, three;
+    const uint64_t ids[4] = { 1, 2, 3, 4 };
+    double cost;
+    (void)state;
+    braid_tune_init(&t);
+    assert_int_equal(braid_topo_build(&four, 4, ids, NULL), BRAID_OK);
+    assert_int_equal(braid_topo_build(&three, 3, ids, NULL), BRAID_OK);
+    t.model.alpha[BRAID_LINK_NET] = 1000;
+    assert_int_equal(hier_steps(&t, 4, 12, &four, &cost), 4);
+    assert_true(cost > 2000 && cost < 2010);
+    assert_int_equal(hier_steps(&t, 3, 12, &three, &cost), 7);
+    assert_true(cost > 4000 && cost < 4010);
+    braid_tune_init(&t);
+    assert_int_equal(hier_steps(&t, 4, 1 << 24, &four, &cost), 9);
+    braid_topo_free(&four);
+    braid_topo_free(&three);
+}
+
 /* Where ranks outnumber CPUs they take turns moving bytes between hosts: a byte there
  * costs the larger of the NIC share and the ranks per CPU, times a lone pair's. With the
  * network as fast as shared memory, the ring takes a 4 MiB all-reduce on 2 hosts x 2 ranks
@@ -263,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_model_choice),
         cmocka_unit_test(test_slice_choice),
         cmocka_unit_test(test_cpu_share),
+        cmocka_unit_test(test_hier_crossing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
