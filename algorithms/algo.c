@@ -192,14 +192,26 @@ int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double
     return n;
 }
 
-/* A new choice for a collective (a new size, or another answer of the plugin), at TUNING
- * (not for send and receive, which have one algorithm).
+/* Whether choice `key` (as tune->last) is among the collective's last ones logged; if not,
+ * it becomes one. */
+static int algo_logged(braid_tune_t *t, braid_coll_kind_t kind, uint64_t key)
+{
+    for (int i = 0; i < BRAID_TUNE_LOGGED; i++)
+        if (atomic_load_explicit(&t->logged[kind][i], memory_order_relaxed) == key)
+            return 1;
+    uint32_t i = atomic_fetch_add_explicit(&t->logged_next[kind], 1, memory_order_relaxed);
+    atomic_store_explicit(&t->logged[kind][i % BRAID_TUNE_LOGGED], key, memory_order_relaxed);
+    return 0;
+}
+
+/* A new choice for a collective (a new size, or another answer of the plugin), at TUNING,
+ * unless logged lately (not for send and receive, which have one algorithm).
  * `own`: braid's own choice when the tuner plugin overrode it. */
-static void algo_log_choice(const braid_coll_t *coll, size_t bytes, const braid_algo_t *a,
-                            size_t slice, const braid_algo_t *own)
+static void algo_log_choice(const braid_coll_t *coll, uint64_t key, size_t bytes,
+                            const braid_algo_t *a, size_t slice, const braid_algo_t *own)
 {
     if (!BRAID_LOG_ENABLED(BRAID_LOG_INFO, BRAID_SUB_TUNING) || coll->kind == BRAID_COLL_SEND ||
-        coll->kind == BRAID_COLL_RECV)
+        coll->kind == BRAID_COLL_RECV || algo_logged(coll->tune, coll->kind, key))
         return;
     if (own != NULL)
         BRAID_INFO(BRAID_SUB_TUNING, "tuner: %s of %zu bytes: %s, %zu-byte slices, chosen by "
@@ -261,7 +273,8 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
             if (tuned && now != last) {
                 atomic_store_explicit(&coll->tune->last[coll->kind], now,
                                       memory_order_relaxed);
-                algo_log_choice(coll, bytes, order[i], s->slice, plugged && i == 0 ? own : NULL);
+                algo_log_choice(coll, now, bytes, order[i], s->slice,
+                                plugged && i == 0 ? own : NULL);
             }
             return BRAID_OK;
         }

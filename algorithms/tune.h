@@ -32,6 +32,8 @@
 #include "algorithms/model.h"
 #include "algorithms/sched.h"
 
+#define BRAID_TUNE_LOGGED 8
+
 typedef struct braid_tune {
     braid_model_t model;
     uint32_t allow[BRAID_COLL_NUM];     /* bit i: braid_algos[i] may run (only bits of
@@ -47,6 +49,10 @@ typedef struct braid_tune {
      * collective and bytes (the rest is the communicator's), so a call of the same size
      * reuses it (algorithms/algo.c). */
     _Atomic uint64_t last[BRAID_COLL_NUM];
+    /* The last BRAID_TUNE_LOGGED choices (keys as `last`) logged per collective, so that
+     * sizes that alternate (a training step's buckets) log each choice once. */
+    _Atomic uint64_t logged[BRAID_COLL_NUM][BRAID_TUNE_LOGGED];
+    _Atomic uint32_t logged_next[BRAID_COLL_NUM];
     /* NCCL_TUNER_PLUGIN ("": none) and this communicator's context in it */
     char plugin_spec[128];
     int plugin_on;                      /* the plugin's init succeeded: ask it */

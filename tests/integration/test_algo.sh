@@ -94,6 +94,9 @@ perf_ok "broadcast, the tuner's slices" 1x4 broadcast NCCL_ALGO=broadcast:chain 
 cat "$TMP"/dbg.* >"$TMP/dbg" && rm -f "$TMP"/dbg.*
 expect_in "slice chosen and logged" "$TMP/dbg" \
     "tuner: Broadcast of 262144 bytes: chain, 16384-byte slices"
+# broadcast_perf's 4-byte all-reduce between sizes: its choice logged once per rank
+n=$(grep -c "tuner: AllReduce of 4 bytes" "$TMP/dbg")
+if [ "$n" -eq 4 ]; then pass "a choice logged once"; else fail "a choice logged $n times on 4 ranks"; fi
 perf_ok "slices larger than a slot" 1x4 all_reduce BRAID_SLICE_SIZE=1M NCCL_DEBUG=WARN
 expect_in "slice capped, said" "$TMP/out" \
     "BRAID_SLICE_SIZE=1048576 is more than a slot \(BRAID_SHM_SLOT_SIZE=262144\): slices are 262144 bytes"
