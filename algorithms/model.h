@@ -45,6 +45,7 @@ struct braid_coll;
 /* The call's communicator's model (the default without a tuning): a builder that picks
  * among variants of its schedule asks it, as its cost function does, so both agree. */
 const braid_model_t *braid_coll_model(const struct braid_coll *c);
+
 /* The link class between ranks a and b of the call's communicator (no topology: one
  * host, one NUMA node). */
 braid_link_t braid_coll_link(const struct braid_coll *c, int a, int b);
