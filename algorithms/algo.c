@@ -187,7 +187,7 @@ int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double
 {
     int cuts[BRAID_ALGOS_MAX];
     int n = algo_rank_cuts(coll, algos, costs, cuts, max < BRAID_ALGOS_MAX ? max : BRAID_ALGOS_MAX);
-    for (int i = 0; slices != NULL && i < n && i < max; i++)
+    for (int i = 0; slices != NULL && i < n; i++)
         slices[i] = algo_slice(coll, cuts[i]);
     return n;
 }

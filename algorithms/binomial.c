@@ -124,15 +124,13 @@ static braid_status_t binomial_build(const braid_coll_t *c, braid_sched_t *s)
  */
 static double binomial_cost(const braid_coll_t *c, const braid_model_t *m)
 {
-    int n = c->nranks, d = 0;
+    int n = c->nranks, d = braid_log2_ceil(n);
     double b = (double)braid_coll_bytes(c);
     braid_link_t l = braid_coll_worst(c);
     if (c->kind != BRAID_COLL_BROADCAST && c->kind != BRAID_COLL_REDUCE)
         return BRAID_COST_NONE;
     if (n == 1)
         return braid_model_local(m, b);
-    while ((1 << d) < n)
-        d++;
     return d * (m->alpha[l] + m->step) + d * b * braid_model_beta(m, l, 1) +
            braid_model_fill(m, l, b, d, 1) + braid_model_cuts(m, l, b, d) +
            (c->kind == BRAID_COLL_REDUCE ? d * b * m->gamma : 0);

@@ -24,15 +24,6 @@
 #include "algorithms/model.h"
 #include "algorithms/sched.h"
 
-/* Rounds: ceil(log2 n). */
-static int bruck_rounds(int n)
-{
-    int rounds = 0;
-    while ((1 << rounds) < n)
-        rounds++;
-    return rounds;
-}
-
 /*
  * Steps moving blocks slot .. slot+nb-1 (mod n) of `ring` (blk bytes each) to or from the
  * linear region `lin` (none for a message): lin -> ring when to_ring, else ring -> lin. A run
@@ -225,7 +216,7 @@ static double bruck_cost(const braid_coll_t *c, const braid_model_t *m)
     double blk = (double)c->count * (double)braid_dtype_size(c->dtype);
     double share = braid_model_nic_share(c), t = braid_model_local(m, blk);
     braid_link_t l = braid_coll_worst(c);
-    int r = bruck_rounds(n);
+    int r = braid_log2_ceil(n);
 
     switch (c->kind) {
     case BRAID_COLL_ALLGATHER:

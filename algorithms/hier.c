@@ -198,9 +198,7 @@ static braid_status_t ring_ag(braid_sched_t *s, const hier_group_t *g, braid_buf
  * partner's partial into its own at each step. */
 static double across_cost(const braid_model_t *m, int H, int L, double b, int rd)
 {
-    int k = 0;
-    while ((1 << k) < H)
-        k++;
+    int k = braid_log2_ceil(H);
     if (rd)
         return braid_model_steps(m, BRAID_LINK_NET, k, b, L, k * b);
     return braid_model_steps(m, BRAID_LINK_NET, 2 * (H - 1), b / H, L, b * (H - 1) / H);

@@ -178,6 +178,14 @@ static inline int braid_mod(int a, int n)
     int m = a % n;
     return m < 0 ? m + n : m;
 }
+/* ceil(log2 n) for n >= 1: the rounds of a doubling, the depth of a binary tree. */
+static inline int braid_log2_ceil(int n)
+{
+    int k = 0;
+    while ((1 << k) < n)
+        k++;
+    return k;
+}
 
 /*
  * Algorithms. Each builds this rank's schedule for a call, or declines with

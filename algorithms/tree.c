@@ -176,15 +176,6 @@ static braid_status_t tree_build(const braid_coll_t *c, braid_sched_t *s)
     return BRAID_OK;
 }
 
-/* Levels of the trees: ceil(log2 n). */
-static int tree_depth(int n)
-{
-    int d = 0;
-    while ((1 << d) < n)
-        d++;
-    return d;
-}
-
 /* Most tree edges that leave one host in one direction, over 2: the NIC share of a stage
  * (an edge carries half the buffer, one rank sends at most one buffer per stage). */
 static double tree_nic_share(const braid_coll_t *c)
@@ -218,7 +209,7 @@ static double tree_nic_share(const braid_coll_t *c)
  */
 static double tree_cost(const braid_coll_t *c, const braid_model_t *m)
 {
-    int n = c->nranks, d = tree_depth(n);
+    int n = c->nranks, d = braid_log2_ceil(n);    /* levels of the trees */
     double b = (double)braid_coll_bytes(c);
     braid_link_t l = braid_coll_worst(c);
     if (c->kind != BRAID_COLL_ALLREDUCE)
