@@ -112,6 +112,12 @@ braid_status_t braid_bootstrap_get_uid(braid_uid_t *uid)
     return BRAID_OK;
 }
 
+void braid_bootstrap_uid_release(const braid_uid_t *uid)
+{
+    if (!(uid->flags & BRAID_UID_ROOT_AT_RANK0))
+        braid_bootstrap_root_cancel(uid->nonce);
+}
+
 /* ---- object ---- */
 
 static braid_status_t bs_alloc(int rank, int nranks, size_t info_len, braid_bootstrap_t **bs_p)

@@ -48,6 +48,11 @@ braid_status_t braid_bootstrap_get_uid(braid_uid_t *uid);
 /* Check an id received from the user: magic, version, address family. */
 braid_status_t braid_bootstrap_check_uid(const braid_uid_t *uid);
 
+/* An id no rank will join (ncclCommInitRankScalable's ids past the first): stop its root
+ * if this process started it. Nothing for an id made under NCCL_COMM_ID (no root of its
+ * own) or in another process. */
+void braid_bootstrap_uid_release(const braid_uid_t *uid);
+
 /*
  * Join the job named by uid as `rank` of `nranks`. `info` (info_len bytes, the same length on
  * every rank) is gathered: braid_bootstrap_info(bs, r) returns rank r's blob afterwards.
@@ -100,6 +105,21 @@ const void *braid_bootstrap_info(const braid_bootstrap_t *bs, int rank);
 uint64_t braid_bootstrap_host_id(const braid_bootstrap_t *bs, int rank);
 const char *braid_bootstrap_peer_str(const braid_bootstrap_t *bs, int rank, char *buf,
                                      size_t len);
+
+/*
+ * During communicator setup, between bootstrap calls: BRAID_OK, or the failure of a peer
+ * that another rank announced or that this rank's ring links show (a close: the peer died
+ * or failed), recorded. Never blocks: setup steps that wait for peers outside the bootstrap
+ * (network connections) call it as they wait, so that a dead peer ends the wait at once.
+ */
+braid_status_t braid_bootstrap_check(braid_bootstrap_t *bs);
+
+/*
+ * Setup failed outside the bootstrap: tell the other ranks, through the ring, that `rank`
+ * failed (this rank, or a peer this rank found dead, `why` its status), so that they stop
+ * waiting and name it. Nothing when the bootstrap itself failed (it has told them).
+ */
+void braid_bootstrap_setup_failed(braid_bootstrap_t *bs, int rank, braid_status_t why);
 
 /* Wake and fail any bootstrap operation in progress (abort from another thread). */
 void braid_bootstrap_abort(braid_bootstrap_t *bs);

@@ -3,8 +3,11 @@
  * thread): the messages between a rank and the root.
  *
  *   rank -> root   bs_hello_t, then info_len bytes of the rank's info blob
- *   root -> rank   bs_reply_t; when its status is BRAID_OK the table follows:
- *                  nranks bs_rec_t (rank order), then nranks info blobs
+ *   root -> rank   at once, a bs_reply_t: BRAID_INPROGRESS (joined: the rank now knows it
+ *                  talks to a braid root, and that a close from here on means the root's
+ *                  process died) or an error (refused);
+ *                  once every rank has joined, a bs_reply_t; when its status is BRAID_OK the
+ *                  table follows: nranks bs_rec_t (rank order), then nranks info blobs
  *
  * Both ends run the same build on machines of one byte order, so fields are native.
  */
@@ -19,12 +22,13 @@
 #include "core/socket.h"
 
 #define BS_PROTO_MAGIC 0x53425242u   /* "BRBS" */
-#define BS_PROTO_VERSION 1u
+#define BS_PROTO_VERSION 2u
 #define BS_HOST_LEN 64
 #define BS_TEXT_LEN 384
 #define BS_INFO_MAX (1u << 20)       /* per-rank info blob limit */
 #define BS_NRANKS_MAX (1 << 22)
 #define BS_GRACE_S 3                 /* ranks wait this much longer than the root */
+#define BS_ACK_S 5                   /* a root answers a hello within this (it only reads it) */
 
 /* What a rank says about itself: one row of the table. */
 typedef struct bs_rec {
@@ -48,6 +52,8 @@ typedef struct bs_reply {
     uint32_t magic;
     int32_t status;                  /* braid_status_t; BRAID_OK: the table follows */
     char text[BS_TEXT_LEN];          /* what went wrong, for the rank to report */
+    uint32_t pid;                    /* the root's process (after text: a refusal stays */
+    char host[BS_HOST_LEN];          /* readable by a rank of protocol 1) */
 } bs_reply_t;
 
 /* First message on a ring link: who connects to whom, for which communicator. */
@@ -102,6 +108,11 @@ struct braid_bootstrap {
     int next_gone;                   /* rank+1 closed its end (after taking our data) */
     bs_frame_t back;                 /* a notice being read from rank+1 */
     size_t back_off;
+    int64_t back_held;               /* when a notice from rank+1 came, complete in `back`,
+                                      * passed on but not reported yet (0: none): a step
+                                      * that can still complete completes first */
+    bs_frame_t notice;               /* the failure notice this rank started or passed on */
+    int notice_owed;                 /* ... still to send to rank-1 once its link stands */
     int timeout_s;                   /* 0: no limit */
     size_t info_len;
     bs_rec_t *recs;                  /* nranks rows */
@@ -119,6 +130,20 @@ braid_status_t braid_bootstrap_ring_connect(braid_bootstrap_t *bs);
 /* Record a quiet socket status `st` (errno: its cause) of an exchange with `peer`. */
 braid_status_t braid_bootstrap_peer_err(const braid_bootstrap_t *bs, braid_status_t st, int peer,
                                         const char *what);
+
+/* bootstrap_ring.c */
+
+/*
+ * Between ring operations during setup: a failure notice from either neighbour, or a
+ * neighbour's close (which before setup ends can only mean it died or failed). BRAID_OK
+ * when neither; else the error, recorded, after passing the notice on.
+ */
+braid_status_t braid_bootstrap_ring_watch(braid_bootstrap_t *bs, const char *what);
+/* Start a notice that `rank` failed (BRAID_ERR_ABORTED: it aborted; `rank` == this rank
+ * with another status: its setup failed), both ways around the ring. */
+void braid_bootstrap_ring_notice(braid_bootstrap_t *bs, int rank, braid_status_t why);
+/* Send rank-1 the notice it is still owed (its link was made after the notice). */
+void braid_bootstrap_ring_notice_owed(braid_bootstrap_t *bs);
 
 /* bootstrap_root.c */
 

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@
 #define LINK_SLICE_NS (20 * 1000000ll)       /* how often a waiter looks at the queue */
 #define LINK_HELLO_NS (5 * 1000000000ll)     /* an accepted connection must say who it is */
 #define LINK_ROOT_RETRY_NS (50 * 1000000ll)
+#define LINK_TELL_NS (1000 * 1000000ll)      /* to take rank-1's link after a failure */
+#define LINK_ROOT_TRIES 20                   /* closes before a word: not a previous root */
 
 /* ---- listener ---- */
 
@@ -130,12 +133,14 @@ static braid_status_t link_accept_some(bs_listener_t *lis, const bs_link_hello_t
     return st;
 }
 
-/* Wait for the connection described by `want`. Quiet. */
+/* Wait for the connection described by `want`. BRAID_INPROGRESS when `watch_fd` (-1: none)
+ * becomes readable first. Quiet. */
 static braid_status_t link_claim(bs_listener_t *lis, const bs_link_hello_t *want,
-                                 int64_t deadline, int abort_fd, int *fd_p)
+                                 int64_t deadline, int abort_fd, int watch_fd, int *fd_p)
 {
     for (;;) {
-        struct pollfd pfd = { .fd = lis->fd, .events = POLLIN };
+        struct pollfd pfd[2] = { { .fd = lis->fd, .events = POLLIN },
+                                 { .fd = watch_fd, .events = POLLIN } };
         braid_status_t st;
         int fd = link_take(lis, want);
         if (fd >= 0) {
@@ -145,7 +150,9 @@ static braid_status_t link_claim(bs_listener_t *lis, const bs_link_hello_t *want
         st = link_accept_some(lis, want, fd_p);
         if (st != BRAID_INPROGRESS)
             return st;
-        BRAID_CHECK(braid_socket_wait(&pfd, 1, deadline, LINK_SLICE_NS, abort_fd));
+        BRAID_CHECK(braid_socket_wait(pfd, 2, deadline, LINK_SLICE_NS, abort_fd));
+        if (pfd[1].revents)
+            return BRAID_INPROGRESS;
     }
 }
 
@@ -239,26 +246,127 @@ static braid_status_t link_table_check(braid_bootstrap_t *bs, const braid_sockad
     return BRAID_OK;
 }
 
-/* The root's reply and table. BRAID_INPROGRESS: the connection closed first; try again. */
-static braid_status_t link_table_recv(braid_bootstrap_t *bs, int fd, const braid_sockaddr_t *root)
+/* The root's address, and what named it: "10.0.0.1:29500 (NCCL_COMM_ID)". */
+static const char *link_root_str(const braid_bootstrap_t *bs, const braid_sockaddr_t *root,
+                                 char *buf, size_t len)
+{
+    char where[BRAID_SOCKADDR_STRLEN];
+    snprintf(buf, len, "%s (%s)", braid_sockaddr_str(root, where, sizeof(where)),
+             bs->uid.flags & BRAID_UID_ROOT_AT_RANK0 ? "NCCL_COMM_ID" : "the unique id");
+    return buf;
+}
+
+/* What answered was not a braid root: say what it sent, printable, and fail at once. */
+static braid_status_t link_stranger(const braid_bootstrap_t *bs, const braid_sockaddr_t *root,
+                                    const void *got, size_t len)
+{
+    char text[48], where[BRAID_SOCKADDR_STRLEN + 32];
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 5 < sizeof(text); i++) {
+        unsigned char c = ((const unsigned char *)got)[i];
+        n += (size_t)snprintf(text + n, sizeof(text) - n, c >= 0x20 && c < 0x7f && c != '"'
+                              ? "%c" : "\\x%02x", c);
+    }
+    return braid_err(BRAID_ERR_REMOTE, "bootstrap: rank %d of %d: the root address %s is "
+                     "answered by a program that is not a braid bootstrap root (it sent \"%s%s\"): "
+                     "point NCCL_COMM_ID at a free port of rank 0's host, or pass the unique id "
+                     "that ncclGetUniqueId made", bs->rank, bs->nranks,
+                     link_root_str(bs, root, where, sizeof(where)), text, n < len ? "..." : "");
+}
+
+/*
+ * Read one reply of the root's by `deadline` (*off_p: the bytes that came). Quiet:
+ * BRAID_INPROGRESS when the connection closed before a byte; BRAID_ERR_INVALID when the
+ * first bytes are not the protocol's magic (another program answered); else the socket's
+ * status.
+ */
+static braid_status_t link_reply_recv(braid_bootstrap_t *bs, int fd, int64_t deadline,
+                                      bs_reply_t *reply, size_t *off_p)
+{
+    const size_t old = offsetof(bs_reply_t, pid);   /* a refusal of a protocol-1 root */
+    const uint32_t magic = BS_PROTO_MAGIC;
+    size_t off = 0;
+    for (;;) {
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        braid_status_t st = braid_socket_recv_nb(fd, reply, sizeof(*reply), &off);
+        *off_p = off;
+        if (memcmp(reply, &magic, off < sizeof(magic) ? off : sizeof(magic)) != 0 ||
+            (st < 0 && off > 0 && off < sizeof(magic)))
+            return BRAID_ERR_INVALID;
+        if (st == BRAID_ERR_REMOTE && off == 0)
+            return BRAID_INPROGRESS;
+        if (st == BRAID_ERR_REMOTE && off >= old && reply->status < 0) {
+            memset((char *)reply + off, 0, sizeof(*reply) - off);
+            return BRAID_OK;
+        }
+        if (st < 0 || off == sizeof(*reply))
+            return st;
+        BRAID_CHECK(braid_socket_wait(&pfd, 1, deadline, 0, bs->abort_fd));
+    }
+}
+
+/* A reply that is a refusal or a failure of the job: its text, with its status. */
+static braid_status_t link_reply_failed(const bs_reply_t *reply)
+{
+    char text[BS_TEXT_LEN];
+    snprintf(text, sizeof(text), "%.*s", BS_TEXT_LEN - 1, reply->text);
+    return braid_err(reply->status >= BRAID_ERR_DEVICE ? (braid_status_t)reply->status
+                                                      : BRAID_ERR_REMOTE, "%s", text);
+}
+
+/*
+ * The root's answer to the hello: an ack at once (BRAID_OK), or a refusal. BRAID_INPROGRESS:
+ * the connection closed before a byte (a previous job's root on this port closing).
+ */
+static braid_status_t link_ack_recv(braid_bootstrap_t *bs, int fd, const braid_sockaddr_t *root,
+                                    int64_t deadline, bs_reply_t *ack)
+{
+    int64_t soon = braid_time_ns() + BS_ACK_S * 1000000000ll;
+    char where[BRAID_SOCKADDR_STRLEN + 32];
+    size_t got;
+    braid_status_t st = link_reply_recv(bs, fd, soon < deadline ? soon : deadline, ack, &got);
+    if (st == BRAID_ERR_INVALID)
+        return link_stranger(bs, root, ack, got);
+    if (st == BRAID_ERR_TIMEOUT && soon < deadline)
+        return braid_err(BRAID_ERR_REMOTE, "bootstrap: rank %d of %d: the root address %s "
+                         "took the connection but did not answer in %d s: another program "
+                         "listens there, or the root's process is stopped", bs->rank,
+                         bs->nranks, link_root_str(bs, root, where, sizeof(where)), BS_ACK_S);
+    if (st != BRAID_OK)
+        return st == BRAID_INPROGRESS ? st : link_root_err(bs, st, root, 0);
+    if (ack->status < 0)
+        return link_reply_failed(ack);
+    if (ack->status != BRAID_INPROGRESS)
+        return braid_err(BRAID_ERR_REMOTE, "bootstrap: the root at %s answered the hello of "
+                         "rank %d with status %d, not an acknowledgement: it runs another braid",
+                         link_root_str(bs, root, where, sizeof(where)), bs->rank, ack->status);
+    ack->host[BS_HOST_LEN - 1] = '\0';
+    return BRAID_OK;
+}
+
+/* After the ack: the table, or the job's failure. A close means the root's process died. */
+static braid_status_t link_table_recv(braid_bootstrap_t *bs, int fd, const braid_sockaddr_t *root,
+                                      const bs_reply_t *ack)
 {
     int64_t deadline = bs->timeout_s > 0 ? braid_deadline_after_s(bs->timeout_s + BS_GRACE_S)
                                          : BRAID_DEADLINE_NONE;
+    char where[BRAID_SOCKADDR_STRLEN + 32];
     bs_reply_t reply;
-    braid_status_t st = braid_socket_recv_all(fd, &reply, sizeof(reply), deadline, bs->abort_fd);
-    if (st == BRAID_ERR_REMOTE && (bs->uid.flags & BRAID_UID_ROOT_AT_RANK0))
-        return BRAID_INPROGRESS;   /* a previous job's root on this port was closing */
+    size_t got;
+    braid_status_t st = link_reply_recv(bs, fd, deadline, &reply, &got);
+    if (st == BRAID_ERR_INVALID)
+        return link_stranger(bs, root, &reply, got);
+    if (st == BRAID_INPROGRESS || st == BRAID_ERR_REMOTE)
+        return braid_err(BRAID_ERR_REMOTE, "bootstrap: the root at %s (host %s, pid %u%s) "
+                         "closed the connection while rank %d of %d waited for the others to "
+                         "join: that process has exited or was killed",
+                         link_root_str(bs, root, where, sizeof(where)), ack->host, ack->pid,
+                         bs->uid.flags & BRAID_UID_ROOT_AT_RANK0 ? ": rank 0" : "", bs->rank,
+                         bs->nranks);
     if (st < 0)
         return link_root_err(bs, st, root, 0);
-    if (reply.magic != BS_PROTO_MAGIC)
-        return braid_err(BRAID_ERR_REMOTE, "bootstrap: the root sent a malformed reply (magic "
-                         "0x%08x): NCCL_COMM_ID names a port of another program?", reply.magic);
-    if (reply.status != BRAID_OK) {
-        reply.text[BS_TEXT_LEN - 1] = '\0';
-        st = reply.status < 0 && reply.status >= BRAID_ERR_DEVICE ? reply.status
-                                                                  : BRAID_ERR_REMOTE;
-        return braid_err(st, "%s", reply.text);
-    }
+    if (reply.status != BRAID_OK)
+        return link_reply_failed(&reply);
     st = braid_socket_recv_all(fd, bs->recs, (size_t)bs->nranks * sizeof(*bs->recs), deadline,
                                bs->abort_fd);
     if (st == BRAID_OK)
@@ -269,26 +377,49 @@ static braid_status_t link_table_recv(braid_bootstrap_t *bs, int fd, const braid
     return link_table_check(bs, root);
 }
 
+/* One try: connect, hello, ack, table. BRAID_INPROGRESS: closed before answering. */
+static braid_status_t link_root_try(braid_bootstrap_t *bs, const braid_sockaddr_t *root,
+                                    int64_t deadline)
+{
+    bs_reply_t ack;
+    int fd = -1;
+    braid_status_t st = braid_socket_connect(root, 1, deadline, bs->abort_fd, &fd);
+    if (st < 0)
+        return link_root_err(bs, st, root, 1);
+    st = link_hello_send(bs, fd, deadline);
+    if (st == BRAID_ERR_REMOTE)   /* closed under us: read what it said, if anything */
+        st = BRAID_OK;
+    else if (st < 0)
+        st = link_root_err(bs, st, root, 0);
+    if (st == BRAID_OK)
+        st = link_ack_recv(bs, fd, root, deadline, &ack);
+    if (st == BRAID_OK) {
+        BRAID_INFO(BRAID_SUB_BOOTSTRAP, "bootstrap: rank %d of %d joined the root (host %s, "
+                   "pid %u); waiting for the table", bs->rank, bs->nranks, ack.host, ack.pid);
+        st = link_table_recv(bs, fd, root, &ack);
+    }
+    braid_socket_close(fd);
+    return st;
+}
+
 braid_status_t braid_bootstrap_root_exchange(braid_bootstrap_t *bs, const braid_sockaddr_t *root)
 {
     int64_t deadline = braid_deadline_after_s(bs->timeout_s);
-    for (;;) {
-        int fd = -1;
-        braid_status_t st = braid_socket_connect(root, 1, deadline, bs->abort_fd, &fd);
-        if (st < 0)
-            return link_root_err(bs, st, root, 1);
-        st = link_hello_send(bs, fd, deadline);
-        if (st == BRAID_ERR_REMOTE && (bs->uid.flags & BRAID_UID_ROOT_AT_RANK0))
-            st = BRAID_INPROGRESS;
-        else if (st < 0)
-            st = link_root_err(bs, st, root, 0);
-        else
-            st = link_table_recv(bs, fd, root);
-        braid_socket_close(fd);
+    char where[BRAID_SOCKADDR_STRLEN + 32];
+    for (int tries = 1;; tries++) {
+        braid_status_t st = link_root_try(bs, root, deadline);
         if (st != BRAID_INPROGRESS)
             return st;
+        if (!(bs->uid.flags & BRAID_UID_ROOT_AT_RANK0))
+            return link_root_err(bs, BRAID_ERR_REMOTE, root, 0);
+        if (tries == LINK_ROOT_TRIES)
+            return braid_err(BRAID_ERR_REMOTE, "bootstrap: rank %d of %d: the root address %s "
+                             "took %d connections and closed each without a word: another "
+                             "program listens there", bs->rank, bs->nranks,
+                             link_root_str(bs, root, where, sizeof(where)), tries);
         BRAID_INFO(BRAID_SUB_BOOTSTRAP, "bootstrap: rank %d: the root closed the connection "
-                   "before answering; connecting again", bs->rank);
+                   "before answering (a previous job's root closing?); connecting again",
+                   bs->rank);
         if (braid_time_ns() + LINK_ROOT_RETRY_NS >= deadline)
             return link_root_err(bs, BRAID_ERR_REMOTE, root, 0);
         st = braid_socket_sleep(LINK_ROOT_RETRY_NS, bs->abort_fd);
@@ -298,6 +429,42 @@ braid_status_t braid_bootstrap_root_exchange(braid_bootstrap_t *bs, const braid_
 }
 
 /* ---- ring ---- */
+
+#define RING_SETUP "ring setup"
+
+/* Take rank-1's connection, meanwhile reading what rank+1 says: a notice that a rank
+ * failed, or its close (it died: it cannot be done with us yet). */
+static braid_status_t ring_claim_prev(braid_bootstrap_t *bs, const bs_link_hello_t *want,
+                                      int64_t deadline)
+{
+    int prev = want->from;
+    for (;;) {
+        braid_status_t st = link_claim(bs->lis, want, deadline, bs->abort_fd, bs->next_fd,
+                                       &bs->prev_fd);
+        if (st == BRAID_INPROGRESS)
+            st = braid_bootstrap_ring_watch(bs, RING_SETUP);
+        else if (st < 0)
+            return braid_bootstrap_peer_err(bs, st, prev, RING_SETUP " (waiting for its "
+                                            "connection)");
+        if (st != BRAID_OK || bs->prev_fd >= 0)
+            return st;
+    }
+}
+
+/*
+ * After a failure in ring setup, rank-1 may still be waiting for this rank: take its
+ * connection if it comes soon, to pass it the notice (the ranks before it then learn the
+ * rank that failed instead of waiting, or blaming this one).
+ */
+static void ring_tell_prev(braid_bootstrap_t *bs, const bs_link_hello_t *want)
+{
+    if (bs->notice.rank == want->from)
+        return;   /* rank-1 is the one that failed */
+    if (bs->prev_fd < 0 &&
+        link_claim(bs->lis, want, braid_time_ns() + LINK_TELL_NS, -1, -1, &bs->prev_fd) < 0)
+        return;
+    braid_bootstrap_ring_notice_owed(bs);
+}
 
 braid_status_t braid_bootstrap_ring_connect(braid_bootstrap_t *bs)
 {
@@ -310,10 +477,18 @@ braid_status_t braid_bootstrap_ring_connect(braid_bootstrap_t *bs)
     st = braid_socket_connect(&bs->recs[next].addr, 0, deadline, bs->abort_fd, &bs->next_fd);
     if (st == BRAID_OK)
         st = braid_socket_send_all(bs->next_fd, &h, sizeof(h), deadline, bs->abort_fd);
-    if (st < 0)
-        return braid_bootstrap_peer_err(bs, st, next, "ring setup (connecting to it)");
-    st = link_claim(bs->lis, &want, deadline, bs->abort_fd, &bs->prev_fd);
-    if (st < 0)
-        return braid_bootstrap_peer_err(bs, st, prev, "ring setup (waiting for its connection)");
-    return BRAID_OK;
+    if (st < 0) {
+        braid_status_t err = braid_bootstrap_peer_err(bs, st, next, RING_SETUP " (connecting "
+                                                      "to it)");
+        braid_bootstrap_ring_notice(bs, st == BRAID_ERR_ABORTED ? bs->rank : next, st);
+        if (st != BRAID_ERR_ABORTED)   /* an abort does not wait */
+            ring_tell_prev(bs, &want);
+        return err;
+    }
+    st = ring_claim_prev(bs, &want, deadline);
+    if (st < 0 && bs->notice.kind == 0)   /* a timeout or abort: no notice went yet */
+        braid_bootstrap_ring_notice(bs, st == BRAID_ERR_ABORTED ? bs->rank : prev, st);
+    if (st < 0 && st != BRAID_ERR_ABORTED)
+        ring_tell_prev(bs, &want);
+    return st;
 }

@@ -9,8 +9,10 @@
  *   timeout (counted from the first rank's arrival) -> tell the connected ranks which ranks
  *        never joined, exit
  *
+ * The root acknowledges each hello at once, so that a rank knows it talks to a braid root.
  * Ranks send nothing after their hello, so a joined rank's socket becoming readable means it
- * went away; it counts as missing again (it may come back).
+ * went away: died, or gave up. The job fails at once, naming it, rather than leave the
+ * others waiting for it until the timeout.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +27,7 @@
 
 #include "core/bootstrap_int.h"
 #include "core/log.h"
+#include "topo/host.h"
 
 #define ROOT_HELLO_NS (5 * 1000000000ll)  /* a connection has this long to send its hello */
 #define ROOT_REPLY_NS (5 * 1000000000ll)  /* and to take an error reply */
@@ -62,6 +65,8 @@ static void root_reply(int fd, braid_status_t st, const char *text)
     reply.magic = BS_PROTO_MAGIC;
     reply.status = st;
     snprintf(reply.text, sizeof(reply.text), "%s", text);
+    reply.pid = (uint32_t)getpid();
+    snprintf(reply.host, sizeof(reply.host), "%s", braid_host_name());
     (void)braid_socket_send_all(fd, &reply, sizeof(reply), braid_time_ns() + ROOT_REPLY_NS, -1);
 }
 
@@ -79,7 +84,8 @@ static void root_refuse(int fd, braid_status_t st, const char *fmt, ...)
     braid_socket_close(fd);
 }
 
-/* Fail the job: every connected rank (and `extra_fd`) gets the error. Returns st. */
+/* Fail the job: every connected rank (and `extra_fd`) gets the error; the ranks of this
+ * process last, since one of them may end the process as soon as it has its reply. */
 static braid_status_t root_fail(bs_root_t *root, int extra_fd, braid_status_t st,
                                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static braid_status_t root_fail(bs_root_t *root, int extra_fd, braid_status_t st,
@@ -91,16 +97,18 @@ static braid_status_t root_fail(bs_root_t *root, int extra_fd, braid_status_t st
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     BRAID_INFO(BRAID_SUB_BOOTSTRAP, "bootstrap root %s: %s", root->where, text); /* ranks warn */
-    for (int r = 0; r < root->nranks; r++) {
-        if (root->fds[r] >= 0)
-            root_reply(root->fds[r], st, text);
-        braid_socket_close(root->fds[r]);
-        root->fds[r] = -1;
-    }
     if (extra_fd >= 0) {
         root_reply(extra_fd, st, text);
         braid_socket_close(extra_fd);
     }
+    for (int here = 0; here < 2; here++)
+        for (int r = 0; r < root->nranks; r++) {
+            if (root->fds[r] < 0 || (root->recs[r].pid == (uint32_t)getpid()) != here)
+                continue;
+            root_reply(root->fds[r], st, text);
+            braid_socket_close(root->fds[r]);
+            root->fds[r] = -1;
+        }
     return st;
 }
 
@@ -246,10 +254,15 @@ static braid_status_t root_take(bs_root_t *root, int fd)
     if (st == BRAID_OK)
         st = root_check_job(root, fd, &h);
     if (st == BRAID_OK) {
+        char who[160];
         root->fds[h.rec.rank] = fd;
         root->recs[h.rec.rank] = h.rec;
         memcpy(root->infos + (size_t)h.rec.rank * root->info_len, info, h.info_len);
         root->njoined++;
+        root_reply(fd, BRAID_INPROGRESS, "");   /* the ack: a braid root has it */
+        BRAID_INFO(BRAID_SUB_BOOTSTRAP, "bootstrap root %s: %s joined (%d of %d)", root->where,
+                   braid_bootstrap_rec_str(&h.rec, who, sizeof(who)), root->njoined,
+                   root->nranks);
     } else if (st == BRAID_ERR_NOMEM) {
         braid_socket_close(fd);
     }
@@ -257,16 +270,19 @@ static braid_status_t root_take(bs_root_t *root, int fd)
     return st;
 }
 
-/* A joined rank's socket turned readable: it went away. */
-static void root_drop(bs_root_t *root, int r)
+/* A joined rank's socket turned readable: it went away (it sends nothing after its hello),
+ * so it died or gave up; the others would wait for it in vain. */
+static braid_status_t root_drop(bs_root_t *root, int r)
 {
     char who[160];
-    BRAID_WARN("bootstrap root %s: %s closed its connection before all %d ranks joined; "
-               "waiting for it to come back", root->where,
-               braid_bootstrap_rec_str(&root->recs[r], who, sizeof(who)), root->nranks);
+    braid_bootstrap_rec_str(&root->recs[r], who, sizeof(who));
     braid_socket_close(root->fds[r]);
     root->fds[r] = -1;
     root->njoined--;
+    return root_fail(root, -1, BRAID_ERR_REMOTE, "bootstrap: %s left the bootstrap root at %s "
+                     "before all %d ranks had joined (%d other%s had): its process exited, was "
+                     "killed, or aborted its init", who, root->where, root->nranks,
+                     root->njoined, root->njoined == 1 ? "" : "s");
 }
 
 static braid_status_t root_poll(bs_root_t *root)
@@ -304,7 +320,7 @@ static braid_status_t root_gather(bs_root_t *root)
             st = root_poll(root);
             for (int r = 0; st == BRAID_OK && r < root->nranks; r++)
                 if (root->fds[r] >= 0 && root->pfds[2 + r].revents)
-                    root_drop(root, r);
+                    st = root_drop(root, r);
         }
         while (st == BRAID_OK && braid_socket_accept(root->lfd, &fd) == BRAID_OK)
             st = root_take(root, fd);

@@ -328,6 +328,10 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     BRAID_CHECK(braid_shm_setup(comm));
     BRAID_CHECK(braid_net_setup(comm));
     BRAID_CHECK(braid_calibrate(comm));
+    /* Setup's last exchange (calibration has one): no rank leaves it, or its process, while
+     * another still waits in its setup, where a closed bootstrap link means a dead rank. */
+    if (!comm->tune.calibrate)
+        BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
     BRAID_CHECK(comm_tune_plugin_init(comm));
     braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
     atomic_store(&ctrl->state, BRAID_COMM_READY);
@@ -341,6 +345,8 @@ static braid_status_t comm_init_run(braid_comm_t *comm, const braid_comm_init_ar
 {
     braid_status_t st = comm_init_body(comm, a);
     int s = BRAID_COMM_INITIALIZING;   /* an abort meanwhile keeps ABORTED */
+    if (st < 0)   /* the others stop waiting for this rank's part, and say why */
+        braid_bootstrap_setup_failed(comm->bs, comm->rank, st);
     atomic_compare_exchange_strong(&comm->state, &s,
                                    st == BRAID_OK ? BRAID_COMM_READY : BRAID_COMM_ERROR);
     atomic_store(&comm->async_status, st);

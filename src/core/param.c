@@ -97,6 +97,11 @@ static const param_entry_t param_table[] = {
     [BRAID_P_SCHEDULES] = P_STR("SCHEDULES", NULL, "",
         "user schedule files (docs/SCHEDULES.md), ':'-separated, loaded at the first "
         "communicator's creation and run where NCCL_ALGO names them"),
+    [BRAID_P_SETUP_PAUSE] = P_STR("SETUP_PAUSE", NULL, "",
+        "for fault tests: the process stops itself (SIGSTOP) at these steps of its "
+        "communicator setup (comma list; shm: its shared-memory segment made, before the "
+        "others map it; net: its health links up, before it connects over the provider); "
+        "SIGCONT resumes it"),
 };
 
 _Static_assert(sizeof(param_table) / sizeof(param_table[0]) == BRAID_P_COUNT,

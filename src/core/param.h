@@ -47,6 +47,7 @@ typedef enum {
     BRAID_P_SLICE_SIZE,         /* bytes per slice of collectives (0: the tuner's) */
     BRAID_P_TUNER_PLUGIN,       /* NCCL_TUNER_PLUGIN: an NCCL tuner plugin (v4, v5) */
     BRAID_P_SCHEDULES,          /* user schedule files to load (algorithms/usched.c) */
+    BRAID_P_SETUP_PAUSE,        /* fault tests: stop the process at these setup steps */
     BRAID_P_COUNT
 } braid_param_id_t;
 

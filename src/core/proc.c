@@ -2,11 +2,16 @@
  * Is a peer process of this host still alive? /proc/<pid>/stat gives its state and start
  * time: a zombie (killed but not yet reaped by its parent) counts as dead, and a pid reused
  * by another process is told apart by its start time.
+ *
+ * And the setup pause (BRAID_SETUP_PAUSE) that lets fault tests hold a rank at a known step.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/log.h"
+#include "core/param.h"
 #include "core/proc.h"
 
 int braid_proc_stat(int pid, char *state_p, uint64_t *starttime_p)
@@ -54,4 +59,20 @@ braid_proc_liveness_t braid_proc_alive(int pid, uint64_t starttime)
     if (state == 'Z' || state == 'X' || (starttime != 0 && start != starttime))
         return BRAID_PROC_DEAD;
     return BRAID_PROC_ALIVE;
+}
+
+void braid_proc_setup_pause(const char *step)
+{
+    const char *p = braid_param_str(BRAID_P_SETUP_PAUSE);
+    size_t len = strlen(step);
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        if (n == len && strncmp(p, step, len) == 0) {
+            BRAID_INFO(BRAID_SUB_INIT, "setup paused before its %s step (BRAID_SETUP_PAUSE): "
+                       "process %d stops until SIGCONT", step, (int)getpid());
+            raise(SIGSTOP);
+            return;
+        }
+        p += n + (p[n] == ',');
+    }
 }

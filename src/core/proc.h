@@ -1,4 +1,4 @@
-/* Liveness of processes on this host (see proc.c). */
+/* Liveness of processes on this host, and the setup pause of fault tests (see proc.c). */
 #ifndef BRAID_CORE_PROC_H
 #define BRAID_CORE_PROC_H
 
@@ -11,5 +11,12 @@ int braid_proc_stat(int pid, char *state_p, uint64_t *starttime_p);
 uint64_t braid_proc_self_starttime(void);
 /* Dead: gone, a zombie, or the pid now belongs to a process started at another time. */
 braid_proc_liveness_t braid_proc_alive(int pid, uint64_t starttime);
+
+/*
+ * A fault test's hold on communicator setup: when BRAID_SETUP_PAUSE lists `step`, log it
+ * and stop this process (SIGSTOP) until SIGCONT, so that a test knows, from the process's
+ * state, where its setup stands when it injects a fault.
+ */
+void braid_proc_setup_pause(const char *step);
 
 #endif

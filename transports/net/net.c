@@ -31,6 +31,7 @@
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "core/proc.h"
 #include "core/socket.h"
 #include "transports/net/net.h"
 
@@ -105,6 +106,7 @@ typedef struct net_health {
     int closed;                 /* the connection ended: 1 closed, 2 timed out / broke */
     int said;                   /* the rank told its state */
     int state;                  /* what it said (braid_comm_state_t) */
+    int ready;                  /* it said its connections stand (setup) */
     uint64_t seq_done;          /* and the last collective it completed */
     unsigned char in[16];
     size_t in_off;
@@ -659,6 +661,58 @@ static braid_status_t connecting_accept(braid_comm_t *comm, net_connecting_t *k)
     return BRAID_OK;
 }
 
+/*
+ * While setup waits for the ranks of other hosts: has one of them died or failed? Its
+ * health link says so; the bootstrap ring says so for ranks whose link is not up yet.
+ */
+#define SETUP_CHECK_NS (20 * 1000000ll)     /* how often a waiting rank looks */
+#define SETUP_GONE_NS (1000 * 1000000ll)    /* for a peer's link to show why it failed */
+
+/* Rank r, if its health link says it is gone or failed: the error naming it. */
+static braid_status_t net_setup_peer(braid_comm_t *comm, int r)
+{
+    int gone;
+    const char *why = braid_net_peer_check(comm, r, 0, 1, &gone);
+    if (why == NULL)
+        return BRAID_OK;
+    if (gone == 1)   /* died without a word: tell the ranks that do not watch it */
+        braid_bootstrap_setup_failed(comm->bs, r, BRAID_ERR_REMOTE);
+    return braid_err(BRAID_ERR_REMOTE, "net %s: rank %d (pid %d on %s) %s while rank %d was "
+                     "connecting to the ranks of other hosts", comm->net->prov->name, r,
+                     (int)comm->peers[r].pid, comm->peers[r].hostname, why, comm->rank);
+}
+
+/* Every SETUP_CHECK_NS at most: the ranks `k` still misses (all when k is NULL). */
+static braid_status_t net_setup_check(braid_comm_t *comm, const net_connecting_t *k,
+                                      int64_t *next_p)
+{
+    int64_t now = braid_time_ns();
+    if (now < *next_p)
+        return BRAID_OK;
+    *next_p = now + SETUP_CHECK_NS;
+    for (int r = 0; r < comm->nranks; r++)
+        if (net_remote(comm, r) &&
+            (k == NULL || k->send_comms[r] == NULL || k->recv_comms[r] == NULL))
+            BRAID_CHECK(net_setup_peer(comm, r));
+    return braid_bootstrap_check(comm->bs);
+}
+
+/* The connection to rank r failed (the provider said why): if r died, say that instead. */
+static braid_status_t net_setup_conn_failed(braid_comm_t *comm, int r, braid_status_t st)
+{
+    int64_t end = braid_time_ns() + SETUP_GONE_NS;
+    char why[256];
+    snprintf(why, sizeof(why), "%s", braid_err_last());
+    do {
+        struct timespec ts = { 0, 5000000 };
+        BRAID_CHECK(net_setup_peer(comm, r));
+        nanosleep(&ts, NULL);
+    } while (braid_time_ns() < end);
+    return braid_err(st, "net %s: rank %d's connection to rank %d (pid %d on %s) failed: %s",
+                     comm->net->prov->name, comm->rank, r, (int)comm->peers[r].pid,
+                     comm->peers[r].hostname, why);
+}
+
 static braid_status_t connecting_pass(braid_comm_t *comm, net_connecting_t *k)
 {
     const braid_net_ops_t *prov = comm->net->prov;
@@ -669,7 +723,9 @@ static braid_status_t connecting_pass(braid_comm_t *comm, net_connecting_t *k)
         net_pending_t *p = &k->sends[r];
         if (p->pcomm == NULL || k->send_comms[r] != NULL)
             continue;
-        BRAID_CHECK(pending_step(prov, p, &done, &got));
+        braid_status_t st = pending_step(prov, p, &done, &got);
+        if (st < 0)
+            return net_setup_conn_failed(comm, r, st);
         if (done) {
             k->send_comms[r] = p->pcomm;
             p->pcomm = NULL;
@@ -727,12 +783,12 @@ static braid_status_t net_connect_all(braid_comm_t *comm, const net_card_t *card
         k->sends[r].is_send = 1;
         hello_fill(comm, r, &k->sends[r].hello);
         if (prov->connect(0, cards[r].handle, &k->sends[r].pcomm) != BRAID_OK)
-            return braid_err(BRAID_ERR_REMOTE, "net %s: rank %d cannot connect to rank %d "
-                             "(%s): %s", prov->name, comm->rank, r, comm->peers[r].hostname,
-                             braid_err_last());
+            return net_setup_conn_failed(comm, r, BRAID_ERR_REMOTE);
     }
+    int64_t check = 0;
     while (k->have < k->want) {
         BRAID_CHECK(connecting_pass(comm, k));
+        BRAID_CHECK(net_setup_check(comm, k, &check));
         if (braid_time_ns() > deadline) {
             char missing[512];
             connecting_missing(comm, k, missing, sizeof(missing));
@@ -804,15 +860,21 @@ static braid_status_t health_connect_all(braid_comm_t *comm, const net_card_t *c
             continue;
         net_intro_t in = { NET_HELLO_MAGIC, comm->nonce, comm->rank, r };
         int fd;
-        braid_status_t st = braid_socket_connect(&cards[r].health, 1, deadline, -1, &fd);
+        /* its listener was up before its card went out: a refusal means it is gone */
+        braid_status_t st = braid_socket_connect(&cards[r].health, 0, deadline, -1, &fd);
         if (st == BRAID_OK) {
             net->health[r].fd = fd;
             st = braid_socket_send_all(fd, &in, sizeof(in), deadline, -1);
         }
+        if (st != BRAID_OK && (errno == ECONNREFUSED || errno == ECONNRESET))
+            braid_bootstrap_setup_failed(comm->bs, r, BRAID_ERR_REMOTE);
         if (st != BRAID_OK)
             return braid_err(BRAID_ERR_REMOTE, "net: rank %d cannot open its health link to "
-                             "rank %d (%s): %s", comm->rank, r, comm->peers[r].hostname,
-                             st == BRAID_ERR_TIMEOUT ? "timed out" : strerror(errno));
+                             "rank %d (pid %d on %s): %s", comm->rank, r,
+                             (int)comm->peers[r].pid, comm->peers[r].hostname,
+                             st == BRAID_ERR_TIMEOUT ? "timed out"
+                             : errno == ECONNREFUSED ? "refused: its process is gone"
+                                                     : strerror(errno));
     }
     for (int r = 0; r < comm->rank; r++)
         want += net_remote(comm, r);
@@ -822,7 +884,8 @@ static braid_status_t health_connect_all(braid_comm_t *comm, const net_card_t *c
         int fd;
         braid_status_t st = braid_socket_accept(net->health_fd, &fd);
         if (st == BRAID_INPROGRESS) {
-            if (braid_socket_wait(&pfd, 1, deadline, 0, -1) == BRAID_ERR_TIMEOUT)
+            BRAID_CHECK(braid_bootstrap_check(comm->bs));   /* a lower rank died meanwhile? */
+            if (braid_socket_wait(&pfd, 1, deadline, SETUP_CHECK_NS, -1) == BRAID_ERR_TIMEOUT)
                 return braid_err(BRAID_ERR_TIMEOUT, "net: rank %d: %d lower ranks on other "
                                  "hosts did not open their health links in time", comm->rank,
                                  want);
@@ -865,7 +928,9 @@ static void health_poll(net_health_t *h)
         net_health_msg_t m;
         memcpy(&m, h->in, sizeof(m));
         h->in_off = 0;
-        if (m.magic == NET_HEALTH_MAGIC) {
+        if (m.magic == NET_HEALTH_MAGIC && m.state == BRAID_COMM_READY) {
+            h->ready = 1;
+        } else if (m.magic == NET_HEALTH_MAGIC) {
             h->said = 1;
             h->state = m.state;
             h->seq_done = m.seq_done;
@@ -911,25 +976,20 @@ static braid_status_t net_connected_wait(braid_comm_t *comm, net_connecting_t *k
 {
     braid_net_t *net = comm->net;
     int64_t deadline = braid_deadline_after_s(braid_param_int(BRAID_P_BOOTSTRAP_TIMEOUT));
-    char c = 'C';
+    int64_t check = 0;
+    health_say(net, comm->nranks, BRAID_COMM_READY);
     for (int r = 0; r < comm->nranks; r++) {
-        size_t off = 0;
-        if (net->health[r].fd >= 0 &&
-            (braid_socket_send_nb(net->health[r].fd, &c, 1, &off) != BRAID_OK || off != 1))
-            return braid_err(BRAID_ERR_REMOTE, "net: rank %d lost its health link to rank %d "
-                             "during setup", comm->rank, r);
-    }
-    for (int r = 0; r < comm->nranks; r++) {
-        size_t off = 0;
-        while (net->health[r].fd >= 0 && off == 0) {
+        net_health_t *h = &net->health[r];
+        while (h->fd >= 0 && !h->ready) {
             BRAID_CHECK(connecting_pass(comm, k));   /* drives the provider; refuses strays */
-            if (braid_socket_recv_nb(net->health[r].fd, &c, 1, &off) != BRAID_OK)
-                return braid_err(BRAID_ERR_REMOTE, "net: rank %d (%s) left during setup",
-                                 r, comm->peers[r].hostname);
-            if (off == 0 && braid_time_ns() > deadline)
-                return braid_err(BRAID_ERR_TIMEOUT, "net: rank %d (%s) did not finish "
-                                 "connecting in time", r, comm->peers[r].hostname);
-            if (off == 0)
+            health_poll(h);
+            BRAID_CHECK(net_setup_check(comm, NULL, &check));   /* its failure, if it said */
+            if (!h->ready && braid_time_ns() > deadline)
+                return braid_err(BRAID_ERR_TIMEOUT, "net: rank %d (pid %d on %s) did not "
+                                 "finish connecting within %lld s (BRAID_BOOTSTRAP_TIMEOUT)", r,
+                                 (int)comm->peers[r].pid, comm->peers[r].hostname,
+                                 (long long)braid_param_int(BRAID_P_BOOTSTRAP_TIMEOUT));
+            if (!h->ready)
                 net_pause();
         }
     }
@@ -999,6 +1059,9 @@ braid_status_t braid_net_setup(braid_comm_t *comm)
     BRAID_CHECK_GOTO(st, st, out);
     BRAID_CHECK_GOTO(st, net_agree(comm, cards), out);
     BRAID_CHECK_GOTO(st, health_connect_all(comm, cards), out);
+    BRAID_INFO(BRAID_SUB_NET | BRAID_SUB_INIT, "net: rank %d: health links to the ranks of "
+               "other hosts up; connecting over %s", comm->rank, comm->net->prov->name);
+    braid_proc_setup_pause("net");
     BRAID_CHECK_GOTO(st, net_connect_all(comm, cards, &k), out);
     BRAID_CHECK_GOTO(st, net_connected_wait(comm, &k), out);
     BRAID_CHECK_GOTO(st, net_make_conns(comm, &k), out);

@@ -23,10 +23,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "core/param.h"
+#include "core/proc.h"
+#include "core/socket.h"
 #include "transports/shm/cma.h"
 #include "transports/shm/shm.h"
 
@@ -192,6 +195,8 @@ static braid_status_t seg_map(const char *name, size_t len, int create, shm_map_
     char path[4200];
     BRAID_CHECK(seg_path(path, sizeof(path), name));
     int fd = open(path, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+    if (fd < 0 && !create && errno == ENOENT)
+        return BRAID_ERR_REMOTE;   /* quiet: the caller knows whose it was */
     if (fd < 0)
         return braid_err(BRAID_ERR_SYSTEM, "shm: cannot %s segment %s: %s",
                          create ? "create" : "open", path, strerror(errno));
@@ -435,6 +440,27 @@ static braid_status_t shm_create_own(braid_comm_t *comm)
     return BRAID_OK;
 }
 
+/*
+ * Rank r's segment is gone before setup ended. Names go only after every rank has mapped
+ * every segment, or when a rank's setup fails (it removes them all, since a dead rank
+ * cannot remove its own): so a rank failed, and the notice of it is on its way through
+ * the bootstrap. Wait for it a little, to name the rank that failed.
+ */
+#define SHM_GONE_WAIT_NS (2000 * 1000000ll)
+
+static braid_status_t shm_peer_gone(braid_comm_t *comm, int r, const char *name)
+{
+    int64_t end = braid_time_ns() + SHM_GONE_WAIT_NS;
+    while (braid_time_ns() < end) {
+        struct timespec ts = { 0, 5000000 };
+        BRAID_CHECK(braid_bootstrap_check(comm->bs));
+        nanosleep(&ts, NULL);
+    }
+    return braid_err(BRAID_ERR_REMOTE, "shm: the segment %s of rank %d (pid %d) is gone before "
+                     "setup ended: a rank whose setup failed removed it", name, r,
+                     (int)comm->peers[r].pid);
+}
+
 static braid_status_t shm_map_peers(braid_comm_t *comm)
 {
     braid_shm_t *shm = comm->shm;
@@ -443,7 +469,10 @@ static braid_status_t shm_map_peers(braid_comm_t *comm)
             continue;
         char name[96];
         seg_name(name, sizeof(name), comm, r);
-        BRAID_CHECK(seg_map(name, shm->seg_bytes, 0, &shm->maps[r]));
+        braid_status_t st = seg_map(name, shm->seg_bytes, 0, &shm->maps[r]);
+        if (st == BRAID_ERR_REMOTE)
+            return shm_peer_gone(comm, r, name);
+        BRAID_CHECK(st);
         if (((braid_shm_ctrl_t *)shm->maps[r].base)->magic != SHM_CTRL_MAGIC)
             return braid_err(BRAID_ERR_REMOTE, "shm: segment %s of rank %d is not initialised",
                              name, r);
@@ -475,6 +504,7 @@ braid_status_t braid_shm_setup(braid_comm_t *comm)
     shm->fifo_bytes = fifo_hdr_bytes(shm->nslots) + (size_t)shm->nslots * comm->slot_size;
     shm->seg_bytes = SHM_PAGE + (size_t)shm_nlocal(comm) * shm->fifo_bytes;
     BRAID_CHECK(shm_create_own(comm));
+    braid_proc_setup_pause("shm");   /* its segment made, the others' not mapped yet */
     BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
     BRAID_CHECK(shm_map_peers(comm));
     BRAID_CHECK(shm_pull_agree(comm));

@@ -1,0 +1,462 @@
+/*
+ * setup_fault: a peer that dies during communicator setup, or a root address answered by a
+ * program that is not braid, ends ncclCommInitRank within seconds with a message that names
+ * the cause, never at the bootstrap timeout (set to 60 s here, so that a wait for it cannot
+ * pass for a prompt failure).
+ *
+ * Each death case starts real rank processes (forked; NCCL_COMM_ID on loopback), waits until
+ * the victim and the others are in the state the case needs, read from their logs
+ * (NCCL_DEBUG=INFO, one file per rank), then kills the victim:
+ *
+ *   joined     3 ranks, rank 1 held back: rank 2 joined the root (the root's log says so),
+ *              then dies; rank 0 must fail naming rank 2
+ *   root       3 ranks, rank 2 held back: rank 1 has the root's acknowledgement, then rank 0
+ *              (whose process runs the root) dies; rank 1 must fail naming rank 0's process
+ *   ring       4 ranks: rank 2 joined the root and is stopped before it takes the table;
+ *              rank 3 joins, the root sends the tables; rank 2 dies while the others connect
+ *              the bootstrap ring (rank 3 waits for rank 2's connection)
+ *   shm        4 ranks: rank 2 stops itself once its shared-memory segment is made
+ *              (BRAID_SETUP_PAUSE=shm), and dies while the others set theirs up
+ *
+ *   twice      3 ranks, rank 1 started twice: the root fails the job, and every process
+ *              (rank 0, whose process runs the root, last) gets the same error and code
+ *
+ * The stranger cases start one rank (1 of 2) whose NCCL_COMM_ID is a port of this test,
+ * served by a thread that answers like a web server ("HTTP/1.1 400 Bad Request", then
+ * close), or takes the connection and says nothing: the first must fail at once quoting
+ * what it got, the second within the acknowledgement wait (5 s), saying so.
+ *
+ * Every case checks the survivors' result (ncclRemoteError), time, message, and that they
+ * never finished init. Exit: 0 pass, 1 fail, 99 setup error.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fault_util.h"
+
+#define PROMPT_S 10.0        /* a survivor must fail within this */
+#define STATE_S 60.0         /* a state a case waits for must come within this */
+#define ACK_S 5.0            /* the bootstrap's wait for a root's acknowledgement */
+#define PATH_LEN 256
+
+static char logdir[] = "/tmp/braid-setup-fault.XXXXXX";
+static pid_t pids[FT_MAX_RANKS];
+static int ncases;
+
+/* ---- ranks ---- */
+
+/* One rank: join, record (in `slot`) the result and when it came, leave. */
+static int rank_main(int slot, int rank, int nranks)
+{
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r == ncclSuccess)
+        r = ncclCommInitRank(&comm, nranks, id, rank);
+    ft_record(slot, r, 0);
+    ft_sh->elapsed[slot] = ft_now();   /* when it returned: the launcher's clock is the same */
+    ft_sh->flag[slot] = 1;
+    if (r == ncclSuccess)
+        ncclCommAbort(comm);
+    return 0;
+}
+
+/* Fork process `slot` (its pid, log and results: usually the rank's number) as rank
+ * `rank`; with `pause` (a BRAID_SETUP_PAUSE step) it stops itself there. */
+static int start_proc(int slot, int rank, int nranks, const char *comm_id, const char *pause)
+{
+    char buf[PATH_LEN];
+    fflush(NULL);
+    pids[slot] = fork();
+    if (pids[slot] < 0) {
+        perror("fork");
+        return -1;
+    }
+    if (pids[slot] > 0)
+        return 0;
+    snprintf(buf, sizeof(buf), "%d", rank);
+    setenv("RANK", buf, 1);
+    snprintf(buf, sizeof(buf), "%d", nranks);
+    setenv("WORLD_SIZE", buf, 1);
+    setenv("NCCL_COMM_ID", comm_id, 1);
+    snprintf(buf, sizeof(buf), "%s/r%d.log", logdir, slot);
+    setenv("NCCL_DEBUG_FILE", buf, 1);
+    if (pause != NULL)
+        setenv("BRAID_SETUP_PAUSE", pause, 1);
+    ft_sh->pid[slot] = getpid();
+    ft_watchdog((int)STATE_S + 30);
+    exit(rank_main(slot, rank, nranks));
+}
+
+static int start_rank(int rank, int nranks, const char *comm_id, const char *pause)
+{
+    return start_proc(rank, rank, nranks, comm_id, pause);
+}
+
+static void reap(int rank, int *status_p)
+{
+    *status_p = -1;
+    if (pids[rank] > 0 && waitpid(pids[rank], status_p, 0) == pids[rank])
+        pids[rank] = 0;
+}
+
+static void kill_all(void)
+{
+    for (int r = 0; r < FT_MAX_RANKS; r++)
+        if (pids[r] > 0) {
+            kill(pids[r], SIGKILL);
+            waitpid(pids[r], NULL, 0);
+            pids[r] = 0;
+        }
+}
+
+/* Wait until rank's process has stopped itself (BRAID_SETUP_PAUSE). */
+static int wait_stopped(const char *name, int rank)
+{
+    char path[PATH_LEN], buf[512];
+    double deadline = ft_now() + STATE_S;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pids[rank]);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f != NULL)
+            fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');
+        if (p != NULL && p[1] == ' ' && p[2] == 'T')
+            return 0;
+        if (ft_now() > deadline) {
+            ft_fail("%s: rank %d never stopped at its setup pause in %.0f s", name, rank,
+                    STATE_S);
+            return -1;
+        }
+        ft_sleep(0.005);
+    }
+}
+
+/* ---- logs ---- */
+
+static int log_has(int rank, const char *needle)
+{
+    char path[PATH_LEN], line[1024];
+    int found = 0;
+    snprintf(path, sizeof(path), "%s/r%d.log", logdir, rank);
+    FILE *f = fopen(path, "r");
+    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, needle) != NULL;
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
+/* Wait until rank's log has the line that says the state a case needs. */
+static int wait_log(const char *name, int rank, const char *needle)
+{
+    double deadline = ft_now() + STATE_S;
+    while (!log_has(rank, needle)) {
+        if (ft_now() > deadline) {
+            ft_fail("%s: rank %d's log never said \"%s\" in %.0f s", name, rank, needle,
+                    STATE_S);
+            return -1;
+        }
+        ft_sleep(0.005);
+    }
+    return 0;
+}
+
+static void log_clear(int n)
+{
+    char path[PATH_LEN];
+    for (int r = 0; r < n; r++) {
+        snprintf(path, sizeof(path), "%s/r%d.log", logdir, r);
+        unlink(path);
+    }
+}
+
+/* ---- checks ---- */
+
+/*
+ * Rank r survived the death of `victim`: it failed with ncclRemoteError within PROMPT_S of
+ * the kill at t_kill, its message holds `words`, and it never finished its init.
+ */
+static void check_survivor(const char *name, int r, double t_kill, const char *words)
+{
+    int status;
+    reap(r, &status);
+    double took = ft_sh->elapsed[r] - t_kill;
+    const char *t = ft_sh->text[r];
+    if (!ft_exited(status, 0) || !ft_sh->flag[r])
+        ft_fail("%s: rank %d ended with status 0x%x before reporting", name, r, status);
+    else if (ft_sh->result[r] != ncclRemoteError)
+        ft_fail("%s: rank %d: init returned %s, want ncclRemoteError: %s", name, r,
+                ncclGetErrorString((ncclResult_t)ft_sh->result[r]), t);
+    else if (took > PROMPT_S)
+        ft_fail("%s: rank %d failed %.1f s after the fault (limit %.0f s): %s", name, r, took,
+                PROMPT_S, t);
+    else if (strstr(t, words) == NULL)
+        ft_fail("%s: rank %d: the error does not say \"%s\": %s", name, r, words, t);
+    else if (log_has(r, "init done"))
+        ft_fail("%s: rank %d finished its init before failing: not a setup fault", name, r);
+    else
+        printf("setup_fault: %s: rank %d failed %.2f s after the fault: %s\n", name, r, took,
+               t);
+}
+
+static int setup_shared(void)
+{
+    void *p = mmap(NULL, sizeof(ft_shared_t), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    ft_sh = p;
+    return 0;
+}
+
+static int free_port(void)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* A fresh case: logs, results, a port for the job. */
+static int case_begin(const char *name, char *comm_id, size_t len)
+{
+    int port = free_port();
+    memset(ft_sh, 0, sizeof(*ft_sh));
+    log_clear(FT_MAX_RANKS);
+    ncases++;
+    printf("setup_fault: case %s\n", name);
+    if (port < 0)
+        return -1;
+    snprintf(comm_id, len, "127.0.0.1:%d", port);
+    return 0;
+}
+
+/* Kill the victim; the moment is what the survivors' time counts from. */
+static double kill_victim(int victim)
+{
+    int status;
+    double t = ft_now();
+    kill(pids[victim], SIGKILL);
+    reap(victim, &status);
+    return t;
+}
+
+/* ---- death cases ---- */
+
+static int case_joined(void)
+{
+    char id[64];
+    if (case_begin("joined", id, sizeof(id)) != 0 || start_rank(0, 3, id, NULL) != 0 ||
+        start_rank(2, 3, id, NULL) != 0)
+        return 99;
+    if (wait_log("joined", 0, "joined (2 of 3)") == 0)   /* ranks 0 and 2 */
+        check_survivor("joined", 0, kill_victim(2), "rank 2 ");
+    kill_all();
+    return 0;
+}
+
+static int case_root(void)
+{
+    char id[64];
+    if (case_begin("root", id, sizeof(id)) != 0 || start_rank(0, 3, id, NULL) != 0 ||
+        start_rank(1, 3, id, NULL) != 0)
+        return 99;
+    if (wait_log("root", 1, "rank 1 of 3 joined the root") == 0)
+        check_survivor("root", 1, kill_victim(0), "rank 0");
+    kill_all();
+    return 0;
+}
+
+static int case_ring(void)
+{
+    char id[64];
+    if (case_begin("ring", id, sizeof(id)) != 0)
+        return 99;
+    for (int r = 0; r < 3; r++)
+        if (start_rank(r, 4, id, NULL) != 0)
+            return 99;
+    if (wait_log("ring", 2, "rank 2 of 4 joined the root") == 0) {
+        kill(pids[2], SIGSTOP);   /* it cannot take its table: the others connect the ring */
+        if (start_rank(3, 4, id, NULL) != 0)
+            return 99;
+        if (wait_log("ring", 0, "table sent") == 0) {
+            double t = kill_victim(2);
+            for (int r = 0; r < 4; r++)
+                if (r != 2)
+                    check_survivor("ring", r, t, "rank 2 ");
+        }
+    }
+    kill_all();
+    return 0;
+}
+
+static int case_shm(void)
+{
+    char id[64];
+    if (case_begin("shm", id, sizeof(id)) != 0)
+        return 99;
+    for (int r = 0; r < 4; r++)
+        if (start_rank(r, 4, id, r == 2 ? "shm" : NULL) != 0)
+            return 99;
+    if (wait_stopped("shm", 2) == 0) {   /* the others wait for it in their shm setup */
+        double t = kill_victim(2);
+        for (int r = 0; r < 4; r++)
+            if (r != 2)
+                check_survivor("shm", r, t, "rank 2 ");
+    }
+    kill_all();
+    return 0;
+}
+
+/* Rank 1 joins twice: the root fails the job, and all three processes get its one error. */
+static int case_twice(void)
+{
+    char id[64];
+    int status;
+    if (case_begin("twice", id, sizeof(id)) != 0 || start_rank(0, 3, id, NULL) != 0 ||
+        start_rank(1, 3, id, NULL) != 0)
+        return 99;
+    if (wait_log("twice", 0, "joined (2 of 3)") == 0 && start_proc(2, 1, 3, id, NULL) == 0) {
+        for (int p = 0; p < 3; p++) {
+            reap(p, &status);
+            if (!ft_exited(status, 0) || !ft_sh->flag[p])
+                ft_fail("twice: process %d ended with status 0x%x before reporting", p, status);
+            else if (ft_sh->result[p] != ncclInvalidArgument ||
+                     strstr(ft_sh->text[p], "rank 1 joined twice") == NULL)
+                ft_fail("twice: process %d got %s, want ncclInvalidArgument saying rank 1 "
+                        "joined twice: %s", p,
+                        ncclGetErrorString((ncclResult_t)ft_sh->result[p]), ft_sh->text[p]);
+            else if (strcmp(ft_sh->text[p], ft_sh->text[0]) != 0)
+                ft_fail("twice: process %d's error is not rank 0's: %s", p, ft_sh->text[p]);
+        }
+        printf("setup_fault: twice: all 3 processes: %s: %s\n",
+               ncclGetErrorString((ncclResult_t)ft_sh->result[0]), ft_sh->text[0]);
+    }
+    kill_all();
+    return 0;
+}
+
+/* ---- stranger cases ---- */
+
+typedef struct stranger {
+    int lfd;
+    int silent;              /* 1: take the connection and say nothing */
+    volatile int stop;
+} stranger_t;
+
+static void *stranger_main(void *arg)
+{
+    static const char answer[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
+                                 "Connection: close\r\n\r\n";
+    stranger_t *s = arg;
+    int held[16], nheld = 0;
+    while (!s->stop) {
+        int fd = accept(s->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        if (s->silent && nheld < 16) {
+            held[nheld++] = fd;
+            continue;
+        }
+        char buf[512];
+        struct timeval tv = { 1, 0 };
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        (void)!recv(fd, buf, sizeof(buf), 0);   /* a web server reads the request line */
+        (void)!send(fd, answer, sizeof(answer) - 1, MSG_NOSIGNAL);
+        close(fd);
+    }
+    while (nheld > 0)
+        close(held[--nheld]);
+    return NULL;
+}
+
+static int case_stranger(int silent)
+{
+    const char *name = silent ? "silent stranger" : "web server";
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(a);
+    stranger_t s = { .silent = silent };
+    pthread_t tid;
+    char id[64];
+    int status;
+    if (case_begin(name, id, sizeof(id)) != 0)
+        return 99;
+    s.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct timeval tv = { 0, 100000 };   /* accept wakes to see stop */
+    if (s.lfd < 0 || setsockopt(s.lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+        bind(s.lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(s.lfd, 16) != 0 ||
+        getsockname(s.lfd, (struct sockaddr *)&a, &len) != 0 ||
+        pthread_create(&tid, NULL, stranger_main, &s) != 0) {
+        perror("setup_fault: stranger");
+        return 99;
+    }
+    snprintf(id, sizeof(id), "127.0.0.1:%d", ntohs(a.sin_port));
+    double t0 = ft_now();
+    if (start_rank(1, 2, id, NULL) != 0)
+        return 99;
+    reap(1, &status);
+    double took = ft_sh->elapsed[1] - t0;
+    s.stop = 1;
+    pthread_join(tid, NULL);
+    close(s.lfd);
+    const char *t = ft_sh->text[1], *want = silent ? "did not answer in 5 s"
+                                                   : "it sent \"HTTP/1.1 400 Bad Request";
+    double limit = silent ? ACK_S + 3 : 2;
+    if (!ft_exited(status, 0) || !ft_sh->flag[1])
+        ft_fail("%s: the rank ended with status 0x%x before reporting", name, status);
+    else if (ft_sh->result[1] != ncclRemoteError)
+        ft_fail("%s: init returned %s, want ncclRemoteError: %s", name,
+                ncclGetErrorString((ncclResult_t)ft_sh->result[1]), t);
+    else if (strstr(t, want) == NULL || strstr(t, "not") == NULL)
+        ft_fail("%s: the error does not say \"%s\": %s", name, want, t);
+    else if (took > limit)
+        ft_fail("%s: the rank took %.1f s to fail (limit %.0f s)", name, took, limit);
+    else
+        printf("setup_fault: %s: the rank failed in %.2f s: %s\n", name, took, t);
+    return 0;
+}
+
+int main(void)
+{
+    int (*cases[])(void) = { case_joined, case_root, case_ring, case_shm, case_twice };
+    ft_name = "setup_fault";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setenv("BRAID_BOOTSTRAP_TIMEOUT", "60", 1);
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP", 1);
+    if (setup_shared() != 0 || mkdtemp(logdir) == NULL) {
+        perror("setup_fault");
+        return 99;
+    }
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (cases[i]() != 0) {
+            kill_all();
+            return 99;
+        }
+    if (case_stranger(0) != 0 || case_stranger(1) != 0)
+        return 99;
+    log_clear(FT_MAX_RANKS);
+    rmdir(logdir);
+    printf("setup_fault: %d cases, %d failures\n", ncases, ft_failures());
+    if (ncases == 0)
+        return 1;
+    return ft_failures() ? 1 : 0;
+}
