@@ -84,6 +84,7 @@ struct ncclComm {
     braid_conn_t **recv_conns;         /* [nranks] */
     size_t slot_size;                  /* agreed by all ranks at init */
     uint64_t coll_seq;                 /* collectives issued */
+    braid_msg_hdr_t coll_hist[BRAID_HDR_HISTORY];   /* their headers, at [seq % that] */
     uint64_t *p2p_send_seq;            /* [nranks] sends issued to each peer */
     uint64_t *p2p_recv_seq;            /* [nranks] receives issued from each peer */
     uint8_t *pid_visible;              /* [nranks] peer's pid can be watched via /proc */

@@ -100,7 +100,7 @@ static int peer_dead(braid_comm_t *comm, const braid_op_t *op, int r, const char
 
 /*
  * Gone ranks are named first, all of them, those that died without a word before those that
- * announced a failure (the others that failed have usually only given up on them).: the others that failed have usually only given up on them.
+ * announced a failure (the others that failed have usually only given up on them).
  * A rank that failed is reported with the ranks that never reached the collective, since a
  * timeout on one rank is what ends the wait of the others.
  */

@@ -79,6 +79,8 @@ static void op_header(braid_comm_t *comm, const braid_call_t *call, const braid_
                       ? call->root
                       : -1;
         h->seq = ++comm->coll_seq;
+        comm->coll_hist[h->seq % BRAID_HDR_HISTORY] = *h;
+        op->history = comm->coll_hist;
     }
     op->p2p_peer = call->root;
     op->expect = *h;

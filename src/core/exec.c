@@ -201,28 +201,60 @@ static const char *hdr_algo(const braid_msg_hdr_t *h)
     return h->algo >= 1 && h->algo <= braid_nalgos ? braid_algos[h->algo - 1]->name : "?";
 }
 
+static const char *hdr_op(const braid_msg_hdr_t *h)
+{
+    static const char *const names[] = { "sum", "prod", "max", "min", "avg", "premulsum" };
+    return h->op < sizeof(names) / sizeof(names[0]) ? names[h->op] : NULL;
+}
+
+/* "AllReduce #5 (count 1000, float, sum)", "Broadcast #2 (count 8, int32, root 1)" */
+static const char *hdr_str(const braid_msg_hdr_t *h, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s #%llu (count %llu, %s",
+                     braid_coll_name((braid_coll_kind_t)h->kind), (unsigned long long)h->seq,
+                     (unsigned long long)h->count, braid_dtype_name((braid_dtype_t)h->dtype));
+    if (n > 0 && (size_t)n < len && hdr_op(h) != NULL)
+        n += snprintf(buf + n, len - (size_t)n, ", %s", hdr_op(h));
+    if (n > 0 && (size_t)n < len && h->root >= 0)
+        n += snprintf(buf + n, len - (size_t)n, ", root %d", (int)h->root);
+    if (n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ")");
+    return buf;
+}
+
+/*
+ * A message that carries another call than this op's. A mismatch is the caller's misuse
+ * (ncclInvalidUsage on the rank that sees it; the others see this rank fail). A message of
+ * an earlier collective that this rank also made but did not receive in it (a broadcast
+ * whose ranks disagree on the root: each sends, none receives) is told against this rank's
+ * own call of that number.
+ */
 static braid_status_t hdr_mismatch(const braid_op_t *op, int peer, const braid_msg_hdr_t *got)
 {
     const braid_msg_hdr_t *e = &op->expect;
+    const braid_msg_hdr_t *mine = op->history != NULL && got->seq < e->seq
+                                      ? &op->history[got->seq % BRAID_HDR_HISTORY] : NULL;
     braid_msg_hdr_t same = *got;
+    char g[160], x[160];
     same.algo = e->algo;
     if (got->algo != e->algo && hdr_equal(&same, e))
-        return braid_err(BRAID_ERR_REMOTE,
+        return braid_err(BRAID_ERR_USAGE,
                          "mismatched algorithms: rank %d runs %s #%llu with %s while rank %d "
                          "runs it with %s; every rank must choose alike (a tuner plugin must "
                          "answer the same on every rank)", peer,
                          braid_coll_name((braid_coll_kind_t)got->kind),
                          (unsigned long long)got->seq, hdr_algo(got), op->rank, hdr_algo(e));
-    return braid_err(BRAID_ERR_REMOTE,
-                     "mismatched calls: rank %d sent %s #%llu (count %llu, %s, op %d, root %d) "
-                     "while rank %d expects %s #%llu (count %llu, %s, op %d, root %d); every "
-                     "rank must make the same calls in the same order with the same arguments",
-                     peer, braid_coll_name((braid_coll_kind_t)got->kind),
-                     (unsigned long long)got->seq, (unsigned long long)got->count,
-                     braid_dtype_name((braid_dtype_t)got->dtype), got->op, (int)got->root,
-                     op->rank, braid_coll_name((braid_coll_kind_t)e->kind),
-                     (unsigned long long)e->seq, (unsigned long long)e->count,
-                     braid_dtype_name((braid_dtype_t)e->dtype), e->op, (int)e->root);
+    if (mine != NULL && mine->seq == got->seq && mine->kind == got->kind)
+        return braid_err(BRAID_ERR_USAGE,
+                         "mismatched calls: rank %d sent data of %s, which rank %d made as %s "
+                         "and finished without it%s; every rank must make the same calls in "
+                         "the same order with the same arguments", peer,
+                         hdr_str(got, g, sizeof(g)), op->rank, hdr_str(mine, x, sizeof(x)),
+                         mine->root != got->root ? ": the ranks disagree on the root" : "");
+    return braid_err(BRAID_ERR_USAGE,
+                     "mismatched calls: rank %d sent %s while rank %d expects %s; every rank "
+                     "must make the same calls in the same order with the same arguments",
+                     peer, hdr_str(got, g, sizeof(g)), op->rank, hdr_str(e, x, sizeof(x)));
 }
 
 static char *ref_ptr(const braid_op_t *op, braid_ref_t r, size_t off)
@@ -309,7 +341,7 @@ static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
         if (!hdr_equal(&hdr, &op->expect))
             return hdr_mismatch(op, st->recv_peer, &hdr);
         if (rlen != len)
-            return braid_err(BRAID_ERR_REMOTE,
+            return braid_err(BRAID_ERR_USAGE,
                              "rank %d sent %zu bytes where rank %d expects %zu (slice %zu of "
                              "%s #%llu): mismatched counts or datatypes",
                              st->recv_peer, rlen, op->rank, len, op->iter,

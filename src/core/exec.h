@@ -43,6 +43,8 @@ typedef struct braid_exec_hooks {
     void (*drive)(void *ctx);
 } braid_exec_hooks_t;
 
+#define BRAID_HDR_HISTORY 8
+
 typedef struct braid_op {
     /* Filled by the caller before braid_op_start. */
     braid_sched_t sched;            /* owned by the op from braid_op_start on */
@@ -58,6 +60,10 @@ typedef struct braid_op {
     const braid_exec_hooks_t *hooks;
     void *hook_ctx;
     int p2p_peer;                   /* send/recv: the peer (the caller's bookkeeping) */
+    const braid_msg_hdr_t *history; /* NULL, or the headers of the caller's last
+                                     * BRAID_HDR_HISTORY collectives, at [seq % that]: a
+                                     * message of one of them that arrives late says how
+                                     * the ranks' calls differed */
     int oversubscribed;             /* more ranks on this machine than cores: yield, don't spin */
     int stream_out;                 /* write destinations with non-temporal stores */
     int pull_cma;                   /* pull with cross-memory attach even from this process

@@ -1,6 +1,6 @@
 /*
  * Schedules, simulated (see test_sched.c): send/recv groups, and what must fail: deadlocks
- * reported with the stuck ranks, mismatched calls reported as remote errors, a pull before
+ * reported with the stuck ranks, mismatched calls reported as usage errors, a pull before
  * the peer's hello reported as an internal error.
  */
 #include <setjmp.h>
@@ -180,14 +180,14 @@ static void mismatch(const tcase_t *a, const tcase_t *b)
         sh_tc_call(&tcs[r], r, &rb[r], &calls[r]);
     }
     assert_int_not_equal(braid_sim_run(&sh_cfg_tight, 2, calls, 2, &res), 0);
-    assert_int_equal(res.st, BRAID_ERR_REMOTE);
+    assert_int_equal(res.st, BRAID_ERR_USAGE);
     assert_false(res.deadlock);
     for (int r = 0; r < 2; r++)
         sh_rbuf_free(&rb[r]);
 }
 
-/* Ranks calling different collectives, or the same with different counts: remote error. */
-static void test_mismatch_remote(void **state)
+/* Ranks calling different collectives, or the same with different counts: usage error. */
+static void test_mismatch_usage(void **state)
 {
     tcase_t ar = { .kind = BRAID_COLL_ALLREDUCE, .dt = BRAID_FP32, .n = 2, .count = 8,
                    .cfg = sh_cfg_tight };
@@ -201,7 +201,7 @@ static void test_mismatch_remote(void **state)
     mismatch(&ag, &ar);
 }
 
-/* Same headers, different lengths: also a remote error, not a hang. */
+/* Same headers, different lengths: also a usage error, not a hang. */
 static void test_mismatch_length(void **state)
 {
     braid_sched_t s[2];
@@ -218,7 +218,7 @@ static void test_mismatch_length(void **state)
         custom_call(&calls[r], r, 2, &s[r], buf[r]);
     }
     assert_int_not_equal(braid_sim_run(&sh_cfg_tight, 2, calls, 2, &res), 0);
-    assert_int_equal(res.st, BRAID_ERR_REMOTE);
+    assert_int_equal(res.st, BRAID_ERR_USAGE);
     for (int r = 0; r < 2; r++)
         braid_sched_free(&s[r]);
 }
@@ -253,7 +253,7 @@ int main(void)
         cmocka_unit_test(test_sendrecv_ordered),
         cmocka_unit_test(test_deadlock_detected),
         cmocka_unit_test(test_deadlock_head_to_head),
-        cmocka_unit_test(test_mismatch_remote),
+        cmocka_unit_test(test_mismatch_usage),
         cmocka_unit_test(test_mismatch_length),
     };
     return cmocka_run_group_tests_name("sched_faults", tests, NULL, NULL);
