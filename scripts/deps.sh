@@ -3,7 +3,7 @@
 # everything is there already).
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libfabric-dev libucx-dev
-      libhwloc-dev iproute2"
+      libhwloc-dev iproute2 python3"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

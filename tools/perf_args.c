@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,29 @@ static const struct option perf_longopts[] = {
     { 0, 0, 0, 0 }
 };
 
-static void perf_usage(FILE *out, const char *prog)
+/* Who is parsing: the program's name for messages, and whether to print them at all. */
+typedef struct perf_cli {
+    const char *prog;
+    int quiet;
+} perf_cli_t;
+
+/* "prog: message" on stderr, unless quiet. */
+__attribute__((format(printf, 2, 3)))
+static void perf_complain(const perf_cli_t *cli, const char *fmt, ...)
 {
+    va_list ap;
+    if (cli->quiet)
+        return;
+    fprintf(stderr, "%s: ", cli->prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+static void perf_usage(const perf_cli_t *cli, FILE *out)
+{
+    if (cli->quiet)
+        return;
     fprintf(out,
         "usage: %s [options]    (nccl-tests flags; buffers are host memory)\n"
         "  -t,--nthreads N        ranks run as threads of this process (default 1); with a\n"
@@ -64,19 +86,19 @@ static void perf_usage(FILE *out, const char *prog)
         "  -J,--output_file FILE  also write each row as one JSON object per line\n"
         "  --selftest             check the tool's data encoding and comparison, then exit\n"
         "  -h,--help              this help\n",
-        prog);
+        cli->prog);
 }
 
 /* An integer in [lo, hi]; returns -1 (after a message) if `arg` is not one. */
-static int perf_parse_int(const char *prog, char opt, const char *arg, long lo, long hi,
+static int perf_parse_int(const perf_cli_t *cli, char opt, const char *arg, long lo, long hi,
                           int *out_p)
 {
     char *end;
     errno = 0;
     long v = strtol(arg, &end, 0);
     if (errno != 0 || end == arg || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "%s: -%c wants an integer from %ld to %ld, not \"%s\"\n", prog, opt,
-                lo, hi, arg);
+        perf_complain(cli, "-%c wants an integer from %ld to %ld, not \"%s\"\n", opt, lo, hi,
+                      arg);
         return -1;
     }
     *out_p = (int)v;
@@ -84,7 +106,7 @@ static int perf_parse_int(const char *prog, char opt, const char *arg, long lo, 
 }
 
 /* A size such as 8, 1.5K, 64M, 2G (nccl-tests' parsesize). */
-static int perf_parse_size(const char *prog, char opt, const char *arg, size_t *out_p)
+static int perf_parse_size(const perf_cli_t *cli, char opt, const char *arg, size_t *out_p)
 {
     char *end;
     errno = 0;
@@ -97,90 +119,89 @@ static int perf_parse_size(const char *prog, char opt, const char *arg, size_t *
     default: break;
     }
     if (errno != 0 || end == arg || *end != '\0' || !(v >= 0) || v * unit > 1e18) {
-        fprintf(stderr, "%s: -%c wants a size in bytes (suffix K, M or G allowed), not "
-                "\"%s\"\n", prog, opt, arg);
+        perf_complain(cli, "-%c wants a size in bytes (suffix K, M or G allowed), not \"%s\"\n",
+                      opt, arg);
         return -1;
     }
     *out_p = (size_t)(v * unit);
     return 0;
 }
 
-static int perf_parse_name(const char *prog, int c, const char *arg, perf_args_t *a)
+static int perf_parse_name(const perf_cli_t *cli, int c, const char *arg, perf_args_t *a)
 {
     if (c == 'o') {
         a->op = strcmp(arg, "all") == 0 ? -1 : perf_op_find(arg);
         if (a->op != -2)
             return 0;
-        fprintf(stderr, "%s: unknown op \"%s\" (sum, prod, max, min, avg, mulsum, all)\n",
-                prog, arg);
+        perf_complain(cli, "unknown op \"%s\" (sum, prod, max, min, avg, mulsum, all)\n", arg);
         return -1;
     }
     const perf_type_t *t = perf_type_find(arg);
     a->type = t != NULL ? (int)(t - perf_types) : -1;
     if (t != NULL || strcmp(arg, "all") == 0)
         return 0;
-    fprintf(stderr, "%s: unknown datatype \"%s\" (int8, uint8, int32, uint32, int64, uint64, "
-            "half, float, double, bfloat16, f8e4m3, f8e5m2, all)\n", prog, arg);
+    perf_complain(cli, "unknown datatype \"%s\" (int8, uint8, int32, uint32, int64, uint64, "
+                  "half, float, double, bfloat16, f8e4m3, f8e5m2, all)\n", arg);
     return -1;
 }
 
-static int perf_parse_opt(const char *prog, int c, const char *arg, perf_args_t *a)
+static int perf_parse_opt(const perf_cli_t *cli, int c, const char *arg, perf_args_t *a)
 {
     switch (c) {
-    case 't': return perf_parse_int(prog, 't', arg, 1, 1024, &a->nthreads);
-    case 'g': return perf_parse_int(prog, 'g', arg, 1, 1024, &a->ngpus);
-    case 'b': return perf_parse_size(prog, 'b', arg, &a->min_bytes);
-    case 'e': return perf_parse_size(prog, 'e', arg, &a->max_bytes);
-    case 'i': return perf_parse_size(prog, 'i', arg, &a->step_bytes);
+    case 't': return perf_parse_int(cli, 't', arg, 1, 1024, &a->nthreads);
+    case 'g': return perf_parse_int(cli, 'g', arg, 1, 1024, &a->ngpus);
+    case 'b': return perf_parse_size(cli, 'b', arg, &a->min_bytes);
+    case 'e': return perf_parse_size(cli, 'e', arg, &a->max_bytes);
+    case 'i': return perf_parse_size(cli, 'i', arg, &a->step_bytes);
     case 'f': {
-        int f = 0, st = perf_parse_int(prog, 'f', arg, 0, 1 << 20, &f);
+        int f = 0, st = perf_parse_int(cli, 'f', arg, 0, 1 << 20, &f);
         a->step_factor = (size_t)f;
         return st;
     }
-    case 'n': return perf_parse_int(prog, 'n', arg, 1, INT_MAX, &a->iters);
-    case 'm': return perf_parse_int(prog, 'm', arg, 1, 1 << 20, &a->agg);
-    case 'w': return perf_parse_int(prog, 'w', arg, 0, INT_MAX, &a->warmup);
-    case 'N': return perf_parse_int(prog, 'N', arg, 0, INT_MAX, &a->cycles);
-    case 'p': return perf_parse_int(prog, 'p', arg, 0, 1, &a->parallel_init);
-    case 'c': return perf_parse_int(prog, 'c', arg, 0, INT_MAX, &a->check);
-    case 'o': case 'd': return perf_parse_name(prog, c, arg, a);
-    case 'r': return perf_parse_int(prog, 'r', arg, -1, INT_MAX, &a->root);
-    case 'z': return perf_parse_int(prog, 'z', arg, 0, 2, &a->blocking);
-    case 'y': return perf_parse_int(prog, 'y', arg, 0, 1, &a->stream_null);
-    case 'T': return perf_parse_int(prog, 'T', arg, 0, INT_MAX, &a->timeout);
-    case 'G': return perf_parse_int(prog, 'G', arg, 0, INT_MAX, &a->graph);
-    case 'C': return perf_parse_int(prog, 'C', arg, 0, 1, &a->cputime);
-    case 'a': return perf_parse_int(prog, 'a', arg, 0, 3, &a->average);
-    case 'R': return perf_parse_int(prog, 'R', arg, 0, 2, &a->reg);
+    case 'n': return perf_parse_int(cli, 'n', arg, 1, INT_MAX, &a->iters);
+    case 'm': return perf_parse_int(cli, 'm', arg, 1, 1 << 20, &a->agg);
+    case 'w': return perf_parse_int(cli, 'w', arg, 0, INT_MAX, &a->warmup);
+    case 'N': return perf_parse_int(cli, 'N', arg, 0, INT_MAX, &a->cycles);
+    case 'p': return perf_parse_int(cli, 'p', arg, 0, 1, &a->parallel_init);
+    case 'c': return perf_parse_int(cli, 'c', arg, 0, INT_MAX, &a->check);
+    case 'o': case 'd': return perf_parse_name(cli, c, arg, a);
+    case 'r': return perf_parse_int(cli, 'r', arg, -1, INT_MAX, &a->root);
+    case 'z': return perf_parse_int(cli, 'z', arg, 0, 2, &a->blocking);
+    case 'y': return perf_parse_int(cli, 'y', arg, 0, 1, &a->stream_null);
+    case 'T': return perf_parse_int(cli, 'T', arg, 0, INT_MAX, &a->timeout);
+    case 'G': return perf_parse_int(cli, 'G', arg, 0, INT_MAX, &a->graph);
+    case 'C': return perf_parse_int(cli, 'C', arg, 0, 1, &a->cputime);
+    case 'a': return perf_parse_int(cli, 'a', arg, 0, 3, &a->average);
+    case 'R': return perf_parse_int(cli, 'R', arg, 0, 2, &a->reg);
     case 'J': a->json = arg; return 0;
     default: return -1;
     }
 }
 
 /* Flags that parse but make no sense on host memory, and cross-flag checks. */
-static int perf_args_check(const char *prog, const perf_args_t *a)
+static int perf_args_check(const perf_cli_t *cli, const perf_args_t *a)
 {
     if (a->ngpus != 1)
-        fprintf(stderr, "%s: -g %d: each rank has one set of host-memory buffers, so -g must "
-                "be 1; use -t N for N ranks in this process, or a launcher (braidrun -n N)\n",
-                prog, a->ngpus);
+        perf_complain(cli, "-g %d: each rank has one set of host-memory buffers, so -g must "
+                      "be 1; use -t N for N ranks in this process, or a launcher "
+                      "(braidrun -n N)\n", a->ngpus);
     else if (a->graph != 0)
-        fprintf(stderr, "%s: -G %d: CUDA graphs capture GPU streams, and these tools run on "
-                "host memory with no stream; use -G 0\n", prog, a->graph);
+        perf_complain(cli, "-G %d: CUDA graphs capture GPU streams, and these tools run on "
+                      "host memory with no stream; use -G 0\n", a->graph);
     else if (a->min_bytes > a->max_bytes)
-        fprintf(stderr, "%s: invalid sizes for 'minbytes' and 'maxbytes': %zu > %zu\n", prog,
-                a->min_bytes, a->max_bytes);
+        perf_complain(cli, "invalid sizes for 'minbytes' and 'maxbytes': %zu > %zu\n",
+                      a->min_bytes, a->max_bytes);
     else if (a->step_factor <= 1 && a->step_bytes == 0)
-        fprintf(stderr, "%s: -i 0 with -f %zu would never reach -e: give -i > 0 or -f > 1\n",
-                prog, a->step_factor);
+        perf_complain(cli, "-i 0 with -f %zu would never reach -e: give -i > 0 or -f > 1\n",
+                      a->step_factor);
     else
         return 0;
     return -1;
 }
 
-int perf_args_parse(int argc, char **argv, perf_args_t *a, int *exit_p)
+int perf_args_parse(int argc, char **argv, int quiet, perf_args_t *a, int *exit_p)
 {
-    const char *prog = argv[0];
+    const perf_cli_t cli = { .prog = argv[0], .quiet = quiet };
     int c;
     *a = (perf_args_t){ .nthreads = 1, .ngpus = 1, .iters = 20, .warmup = 5, .agg = 1,
                         .cycles = 1, .check = 1, .op = ncclSum, .type = 7, .average = 1,
@@ -190,32 +211,32 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a, int *exit_p)
     while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:R:J:h",
                             perf_longopts, NULL)) != -1) {
         if (c == 'h') {
-            perf_usage(stdout, prog);
+            perf_usage(&cli, stdout);
             *exit_p = 0;
             return 1;
         }
         if (c == 'S') {   /* --selftest: the data encoding and check, no communicator */
             int fails = perf_data_selftest(stdout);
-            printf("%s: data self-test %s\n", prog, fails == 0 ? "passed" : "FAILED");
+            printf("%s: data self-test %s\n", cli.prog, fails == 0 ? "passed" : "FAILED");
             *exit_p = fails == 0 ? 0 : 1;
             return 1;
         }
         if (c == '?' || c == ':') {
             if (optopt != 0)
-                fprintf(stderr, "%s: invalid option or missing value: -%c\n", prog, optopt);
+                perf_complain(&cli, "invalid option or missing value: -%c\n", optopt);
             else
-                fprintf(stderr, "%s: invalid option: %s\n", prog, argv[optind - 1]);
+                perf_complain(&cli, "invalid option: %s\n", argv[optind - 1]);
         }
-        if (c == '?' || c == ':' || perf_parse_opt(prog, c, optarg, a) != 0) {
-            perf_usage(stderr, prog);
+        if (c == '?' || c == ':' || perf_parse_opt(&cli, c, optarg, a) != 0) {
+            perf_usage(&cli, stderr);
             *exit_p = 2;
             return 1;
         }
     }
     if (optind < argc)
-        fprintf(stderr, "%s: unexpected argument \"%s\"\n", prog, argv[optind]);
-    if (optind < argc || perf_args_check(prog, a) != 0) {
-        perf_usage(stderr, prog);
+        perf_complain(&cli, "unexpected argument \"%s\"\n", argv[optind]);
+    if (optind < argc || perf_args_check(&cli, a) != 0) {
+        perf_usage(&cli, stderr);
         *exit_p = 2;
         return 1;
     }

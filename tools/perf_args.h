@@ -18,7 +18,9 @@ typedef struct perf_args {
 
 /* Parse argv into *a (defaults as nccl-tests'); -h prints the usage, --selftest runs
  * perf_data_selftest. Returns 0 to run, or 1 with the exit status in *exit_p (0 after -h
- * or a passed self-test, 1 after a failed one, 2 after a bad flag). */
-int perf_args_parse(int argc, char **argv, perf_args_t *a, int *exit_p);
+ * or a passed self-test, 1 after a failed one, 2 after a bad flag). `quiet` leaves out the
+ * usage and the messages about bad flags (the status is the same): every rank of a
+ * launched job gets the same command line, and one of them says what is wrong with it. */
+int perf_args_parse(int argc, char **argv, int quiet, perf_args_t *a, int *exit_p);
 
 #endif /* BRAID_TOOLS_PERF_ARGS_H */

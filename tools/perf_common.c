@@ -127,6 +127,12 @@ static double perf_time_agree(perf_rank_t *rk, double t)
 
 /* ---- environment ---- */
 
+/* The launchers' rank and size variables, in the order they are looked for. */
+static const char *const perf_world_env[][2] = {
+    { "RANK", "WORLD_SIZE" }, { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+    { "PMI_RANK", "PMI_SIZE" }, { "SLURM_PROCID", "SLURM_NTASKS" },
+};
+
 /* 1 and *v_p if `name` holds an integer, 0 if unset, -1 (with a message) if malformed. */
 static int perf_env_int(const char *prog, const char *name, int *v_p)
 {
@@ -147,10 +153,6 @@ static int perf_env_int(const char *prog, const char *name, int *v_p)
 /* This process's place among the launcher's processes (or the only process). */
 static int perf_job_env(perf_job_t *job)
 {
-    static const char *const world[][2] = {
-        { "RANK", "WORLD_SIZE" }, { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
-        { "PMI_RANK", "PMI_SIZE" }, { "SLURM_PROCID", "SLURM_NTASKS" },
-    };
     static const char *const local[][2] = {
         { "LOCAL_RANK", "LOCAL_WORLD_SIZE" },
         { "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE" },
@@ -159,15 +161,15 @@ static int perf_job_env(perf_job_t *job)
     const char *prog = job->coll->prog;
     job->nprocs = 1;
     for (size_t i = 0; i < 4; i++) {
-        int r = perf_env_int(prog, world[i][0], &job->proc);
-        int n = perf_env_int(prog, world[i][1], &job->nprocs);
+        int r = perf_env_int(prog, perf_world_env[i][0], &job->proc);
+        int n = perf_env_int(prog, perf_world_env[i][1], &job->nprocs);
         if (r < 0 || n < 0)
             return -1;
         if (r == 1 && n == 1) {
             if (job->nprocs >= 1 && job->proc < job->nprocs)
                 break;
-            fprintf(stderr, "%s: %s=%d is not below %s=%d\n", prog, world[i][0], job->proc,
-                    world[i][1], job->nprocs);
+            fprintf(stderr, "%s: %s=%d is not below %s=%d\n", prog, perf_world_env[i][0],
+                    job->proc, perf_world_env[i][1], job->nprocs);
             return -1;
         }
         job->proc = 0;
@@ -183,6 +185,19 @@ static int perf_job_env(perf_job_t *job)
     }
     if (job->local_size < 1)
         job->local_size = 1;
+    return 0;
+}
+
+/* Whether this process is a rank other than the first of a launched job (the first pair of
+ * perf_world_env that is set; perf_job_env checks them later). Every rank gets the same
+ * command line: the others leave the messages about it to the first, and exit alike. */
+static int perf_launched_not_first(void)
+{
+    for (size_t i = 0; i < 4; i++) {
+        const char *r = getenv(perf_world_env[i][0]), *n = getenv(perf_world_env[i][1]);
+        if (r != NULL && r[0] != '\0' && n != NULL && n[0] != '\0')
+            return atoi(r) > 0;
+    }
     return 0;
 }
 
@@ -643,8 +658,9 @@ static int perf_job_setup(perf_job_t *job)
         return 2;
     job->nranks = job->nprocs * job->a.nthreads;
     if (job->coll->uses_root && job->a.root >= job->nranks) {   /* -1: every root */
-        fprintf(stderr, "%s: -r %d: the root must be below the rank count %d\n", prog,
-                job->a.root, job->nranks);
+        if (job->proc == 0)
+            fprintf(stderr, "%s: -r %d: the root must be below the rank count %d\n", prog,
+                    job->a.root, job->nranks);
         return 2;
     }
     if (job->nprocs > 1 && (comm_id == NULL || comm_id[0] == '\0')) {
@@ -692,7 +708,7 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     perf_job_t job = { .coll = coll };
     int status = 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (perf_args_parse(argc, argv, &job.a, &status) != 0)
+    if (perf_args_parse(argc, argv, perf_launched_not_first(), &job.a, &status) != 0)
         return status;
     if ((status = perf_job_setup(&job)) != 0)
         return status;
