@@ -108,8 +108,8 @@ static braid_status_t init_all(ncclComm_t *comms, int ndev, const int *devlist)
             return braid_err(BRAID_ERR_INVALID, "ncclCommInitAll: devlist[%d] is %d", i,
                              devlist[i]);
         for (int j = 0; j < i; j++)
-            if (devlist[j] == devlist[i])
-                return braid_err(BRAID_ERR_INVALID, "ncclCommInitAll: device %d is listed "
+            if (devlist[j] == devlist[i])   /* NCCL: ncclInvalidUsage */
+                return braid_err(BRAID_ERR_USAGE, "ncclCommInitAll: device %d is listed "
                                  "twice (devlist[%d] and devlist[%d])", devlist[i], j, i);
     }
     braid_uid_t uid;
@@ -256,8 +256,8 @@ static braid_status_t shrink_check(const braid_comm_t *comm, const int *excl, in
         if (excl[i] < 0 || excl[i] >= comm->nranks)
             return braid_err(BRAID_ERR_INVALID, "%s: excludeRanksList[%d] = %d is out of range "
                              "[0, %d)", what, i, excl[i], comm->nranks);
-        if (excl[i] == comm->rank)
-            return braid_err(BRAID_ERR_USAGE, "%s: rank %d is in excludeRanksList: excluded "
+        if (excl[i] == comm->rank)   /* NCCL: ncclInvalidArgument */
+            return braid_err(BRAID_ERR_INVALID, "%s: rank %d is in excludeRanksList: excluded "
                              "ranks must not call ncclCommShrink", what, comm->rank);
         for (int j = 0; j < i; j++)
             if (excl[j] == excl[i])
@@ -306,6 +306,12 @@ static braid_status_t finalize(braid_comm_t *comm)
     if (comm == NULL)
         return BRAID_OK;   /* as NCCL: finalizing NULL is a no-op */
     comm_job_t job = { .kind = JOB_FINALIZE, .comm = comm };
+    BRAID_CHECK(braid_comm_enter(comm, "ncclCommFinalize", 0));
+    int s = atomic_load(&comm->state);
+    braid_comm_leave(comm);
+    if (s == BRAID_COMM_FINALIZED)   /* NCCL: ncclInvalidArgument, not the state's usage error */
+        return braid_err(BRAID_ERR_INVALID, "ncclCommFinalize: the communicator (rank %d) is "
+                         "already finalized: destroy it", comm->rank);
     BRAID_CHECK(braid_comm_enter(comm, "ncclCommFinalize", 1));
     return comm_job_submit(&job, NULL);
 }

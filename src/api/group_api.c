@@ -27,9 +27,8 @@ BRAID_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
     if (braid_group_depth() == 0)
         return braid_api_result(braid_err(BRAID_ERR_USAGE, "ncclGroupSimulateEnd: no group is "
                                           "open on this thread"));
-    if (simInfo == NULL)
-        return braid_api_result(braid_err(BRAID_ERR_INVALID, "ncclGroupSimulateEnd: simInfo is "
-                                          "NULL"));
+    if (simInfo == NULL)   /* as NCCL: nothing to simulate into, a plain ncclGroupEnd */
+        return braid_api_result(braid_group_end());
     if (simInfo->magic != SIM_INFO_MAGIC)
         return braid_api_result(braid_err(BRAID_ERR_INVALID, "ncclGroupSimulateEnd: "
                                           "simInfo->magic is 0x%x: initialise it with "

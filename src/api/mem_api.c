@@ -21,10 +21,15 @@ typedef struct braid_reg {
 
 BRAID_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size)
 {
+    /* As NCCL, which hands both to cudaMalloc: a NULL ptr is cudaErrorInvalidValue
+     * (ncclUnhandledCudaError), size 0 succeeds with *ptr = NULL. */
     if (ptr == NULL)
-        return braid_api_result(braid_err(BRAID_ERR_INVALID, "ncclMemAlloc: ptr is NULL"));
-    if (size == 0)
-        return braid_api_result(braid_err(BRAID_ERR_INVALID, "ncclMemAlloc: size is 0"));
+        return braid_api_result(braid_err(BRAID_ERR_DEVICE, "ncclMemAlloc: ptr is NULL (as "
+                                          "cudaMalloc(NULL, %zu) in NCCL)", size));
+    if (size == 0) {
+        *ptr = NULL;
+        return ncclSuccess;
+    }
     void *p = NULL;
     int e = posix_memalign(&p, 4096, size);
     if (e != 0)
@@ -57,15 +62,17 @@ static braid_status_t reg_make(braid_comm_t *comm, void *buff, size_t size, int 
     return BRAID_OK;
 }
 
+/* As NCCL: a NULL handle is a no-op (ncclCommRegister may hand out NULL where it registers
+ * nothing), one this communicator never gave out is misuse (ncclInvalidUsage). */
 static braid_status_t reg_drop(braid_comm_t *comm, void *handle, const char *what)
 {
     braid_reg_t *reg = handle;
-    if (handle == NULL)
-        return braid_err(BRAID_ERR_INVALID, "%s: handle is NULL", what);
     BRAID_CHECK(braid_comm_enter(comm, what, 0));
     braid_comm_leave(comm);
+    if (handle == NULL)
+        return BRAID_OK;
     if (reg->magic != REG_MAGIC || reg->comm != comm)
-        return braid_err(BRAID_ERR_INVALID, "%s: handle %p was not registered with this "
+        return braid_err(BRAID_ERR_USAGE, "%s: handle %p was not registered with this "
                          "communicator", what, handle);
     reg->magic = 0;
     free(reg);

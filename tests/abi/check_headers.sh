@@ -6,21 +6,22 @@
 #   BRAID_INCLUDE_DIR   braid's include/ (default: $BRAID_INCLUDE, else ../../include next
 #                       to this script)
 # Environment:
-#   CC, CXX        compilers (default cc, c++; a missing C++ compiler skips the C++ cases)
-#   CUDA_INCLUDE   directory with cuda_runtime.h (default /usr/local/cuda/include; the CUDA
-#                  cases are skipped without it)
+#   CC, CXX        compilers (default $BRAID_CC, the build's, which make check sets, else
+#                  cc; and c++)
+#   CUDA_INCLUDE   directory with cuda_runtime.h (default /usr/local/cuda/include)
 #
 # HIP is not installed on most machines, so the HIP cases use a stand-in hip_runtime.h
 # that declares what HIP's does for streams (HIP_VERSION, `struct ihipStream_t *`); in C++
 # they check that a hipStream_t passes to the NCCL calls with no conversion.
-# Exit status: 0 pass, 1 some case failed (its command and errors are printed), 77 skip
-# (no C compiler).
+# Exit status: 0 pass, 1 some case failed (its command and errors are printed), 77 skip:
+# no C compiler, or the cases this machine cannot build were skipped (no C++ compiler, no
+# cuda_runtime.h), after the others passed.
 
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 inc=${1:-${BRAID_INCLUDE:-$here/../../include}}
-cc=${CC:-cc}
+cc=${CC:-${BRAID_CC:-cc}}
 cxx=${CXX:-c++}
 cuda_inc=${CUDA_INCLUDE:-/usr/local/cuda/include}
 warn="-Wall -Wextra -Werror"
@@ -44,26 +45,31 @@ EOF
 
 failed=0
 ncases=0
+nskipped=0
 
 # case_ NAME LANG "FLAGS" <<EOF body EOF: compile the body (stdin) as LANG (c or c++) with
 # braid's include dir first (before CUDA's, which has NVIDIA's own nccl.h).
 case_() {
     name=$1 lang=$2 flags=$3
-    ncases=$((ncases + 1))
     cat >"$tmp/t.src"
     if [ "$lang" = c++ ]; then
         comp=$cxx
-        [ "$have_cxx" = 1 ] || { echo "check_headers: $name skipped (no C++)"; return 0; }
+        if [ "$have_cxx" = 0 ]; then
+            echo "check_headers: $name skipped (no C++ compiler $cxx)"
+            nskipped=$((nskipped + 1))
+            return 0
+        fi
     else
         comp=$cc
     fi
+    ncases=$((ncases + 1))
     # shellcheck disable=SC2086 # flags are several words
     if "$comp" -x "$lang" -I"$inc" $flags $warn -fsyntax-only "$tmp/t.src" >"$tmp/log" 2>&1; then
         echo "check_headers: $name ok"
     else
         echo "check_headers: FAIL: $name: $comp -x $lang -I$inc $flags $warn"
         head -30 "$tmp/log"
-        failed=1
+        failed=$((failed + 1))
     fi
 }
 
@@ -142,6 +148,7 @@ int main(void) { (void)h; (void)b; return 0; }
 EOF
 else
     echo "check_headers: no cuda_runtime.h in $cuda_inc: CUDA cases skipped"
+    nskipped=$((nskipped + 1))
 fi
 
 hip="-I$tmp/fakehip"
@@ -183,9 +190,16 @@ $hipuse
 EOF
 done
 
+echo "check_headers: $ncases cases compiled, $failed failed, $nskipped skipped"
 if [ "$failed" != 0 ]; then
     echo "check_headers: FAIL"
     exit 1
+elif [ "$ncases" = 0 ]; then
+    echo "check_headers: FAIL: no case ran"
+    exit 1
+elif [ "$nskipped" != 0 ]; then
+    echo "check_headers: SKIP: the cases above were skipped; the others passed"
+    exit 77
 fi
 echo "check_headers: PASS ($ncases cases)"
 exit 0

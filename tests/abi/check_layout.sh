@@ -5,8 +5,8 @@
 #   BRAID_INCLUDE_DIR   braid's include/ (default: $BRAID_INCLUDE, else ../../include next
 #                       to this script, i.e. the source tree's)
 # Environment:
-#   CC, CXX               C and C++ compilers (default cc, c++; no C++ compiler: the C++
-#                         variants are skipped)
+#   CC, CXX               C and C++ compilers (default $BRAID_CC, the build's, which make
+#                         check sets, else cc; and c++)
 #   NVIDIA_NCCL_INCLUDE   directory of NVIDIA's nccl.h (default /usr/local/cuda/include)
 #
 # test_layout.c asserts at compile time every size, offset, enum and macro value NCCL
@@ -16,14 +16,15 @@
 #   2. against braid's headers as C++ with nccl_device.h (same table as the C build);
 #   3. when NVIDIA's nccl.h is there: against NVIDIA's nccl.h as C, and NVIDIA's full
 #      nccl_device.h as C++17, and diffs each table with braid's.
-# Exit status: 0 pass, 1 fail (the failing compile or the diff is printed), 77 skip (no C
-# compiler).
+# Exit status: 0 pass, 1 fail (the failing compile or the diff is printed), 77 skip: no C
+# compiler, or a part this machine lacks (a C++ compiler, NVIDIA's nccl.h) was skipped after
+# the rest passed.
 
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 inc=${1:-${BRAID_INCLUDE:-$here/../../include}}
-cc=${CC:-cc}
+cc=${CC:-${BRAID_CC:-cc}}
 cxx=${CXX:-c++}
 nv_inc=${NVIDIA_NCCL_INCLUDE:-/usr/local/cuda/include}
 src=$here/test_layout.c
@@ -37,7 +38,7 @@ fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/check_layout.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
-failed=0
+failed=0 nbuilt=0 ncompared=0 skipped=
 
 # build_run NAME COMPILER FLAGS...: compile test_layout.c, run it, keep its table in NAME.
 build_run() {
@@ -57,12 +58,14 @@ build_run() {
         return 1
     fi
     echo "check_layout: $name ok ($(wc -l <"$tmp/$name.txt") rows)"
+    nbuilt=$((nbuilt + 1))
     return 0
 }
 
 # same A B: the tables of two builds must be identical.
 same() {
     if [ -f "$tmp/$1.txt" ] && [ -f "$tmp/$2.txt" ]; then
+        ncompared=$((ncompared + 1))
         if diff -u "$tmp/$1.txt" "$tmp/$2.txt" >"$tmp/diff" 2>&1; then
             echo "check_layout: $1 and $2 agree"
         else
@@ -82,6 +85,7 @@ if command -v "$cxx" >/dev/null 2>&1; then
     same braid-c-dev braid-cxx-dev
 else
     echo "check_layout: no C++ compiler ($cxx): C++ variants skipped"
+    skipped="$skipped C++"
 fi
 
 if [ -f "$nv_inc/nccl.h" ]; then
@@ -96,11 +100,19 @@ if [ -f "$nv_inc/nccl.h" ]; then
 else
     echo "check_layout: NVIDIA's nccl.h not found in $nv_inc: compared with the" \
          "asserted values only"
+    skipped="$skipped NVIDIA's-nccl.h"
 fi
 
+echo "check_layout: $nbuilt tables built and checked, $ncompared comparisons"
 if [ "$failed" != 0 ]; then
     echo "check_layout: FAIL"
     exit 1
+elif [ "$nbuilt" = 0 ]; then
+    echo "check_layout: FAIL: nothing was built"
+    exit 1
+elif [ -n "$skipped" ]; then
+    echo "check_layout: SKIP: not checked here:$skipped"
+    exit 77
 fi
 echo "check_layout: PASS"
 exit 0

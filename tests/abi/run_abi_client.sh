@@ -5,7 +5,7 @@
 #   BRAID_LIBDIR   directory holding braid's libnccl.so.2 (-> libbraid.so.0); default
 #                  $BRAID_LIBDIR, else .libs/braid (run from the top build directory)
 # Environment:
-#   CC                   C compiler (default cc)
+#   CC                   C compiler (default $BRAID_CC, the build's, else cc)
 #   NVIDIA_NCCL_INCLUDE  directory of NVIDIA's nccl.h (default /usr/local/cuda/include;
 #                        it also needs cuda_runtime.h, which NVIDIA's nccl.h includes)
 #   NVIDIA_NCCL_LIBDIR   directory of NVIDIA's libnccl.so.2 (default /usr/local/cuda/lib)
@@ -22,7 +22,7 @@
 set -u
 
 libdir=${1:-${BRAID_LIBDIR:-.libs/braid}}
-cc=${CC:-cc}
+cc=${CC:-${BRAID_CC:-cc}}
 nv_inc=${NVIDIA_NCCL_INCLUDE:-/usr/local/cuda/include}
 nv_lib=${NVIDIA_NCCL_LIBDIR:-/usr/local/cuda/lib}
 here=$(cd "$(dirname "$0")" && pwd)

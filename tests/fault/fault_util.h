@@ -16,6 +16,11 @@
 #define FT_MAX_RANKS 16
 #define FT_TEXT 1024
 
+/* A C library function a fault test defines to see the library at work (the library's calls
+ * reach the executable's definition first): it must be exported, which the build's
+ * -fvisibility=hidden would prevent. */
+#define FT_INTERPOSE __attribute__((visibility("default")))
+
 /* Shared by the launcher and every rank (MAP_SHARED before fork). */
 typedef struct ft_shared {
     volatile pid_t pid[FT_MAX_RANKS];          /* each rank writes its own */

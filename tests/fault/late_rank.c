@@ -2,10 +2,11 @@
  * late_rank: a rank that is alive but never arrives is reported once the collective timeout
  * expires, with the ranks still missing.
  *
- * BRAID_TIMEOUT=3. Rank 1 of 4 sleeps instead of calling ncclAllReduce; the others must fail
- * with ncclRemoteError after 3 to 10 s, their last error naming rank 1 as missing. Then rank
- * 1 wakes up and makes the call: its peers have failed, so it must fail too, promptly, and
- * every rank can abort.
+ * BRAID_TIMEOUT=3. After one all-reduce together (every rank past init), rank 1 of 4 waits,
+ * alive, instead of calling the second; the others must fail with ncclRemoteError after 3
+ * to 10 s, their last error naming rank 1 as missing. Once every other rank has recorded its
+ * failure (a flag each), rank 1 makes the call: its peers have failed, so it must fail too,
+ * promptly, and every rank can abort.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,5 +100,7 @@ int main(void)
         if (!ft_exited(status[r], 0))
             ft_fail("rank %d ended with status 0x%x", r, status[r]);
     ft_shm_leftovers(ft_sh->pid[0], 1);
+    printf("late_rank: 1 scenario run (%d ranks, rank %d late), %d failures\n", NRANKS, LATE,
+           ft_failures());
     return ft_failures() ? 1 : 0;
 }

@@ -19,7 +19,8 @@ SRC_DIR=${BRAID_SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 for d in "$BUILD_DIR/tools" "$BUILD_DIR"; do
     [ -x "$d/braidrun" ] && [ -x "$d/all_reduce_perf" ] && TOOLS_DIR=$d
 done
-[ -n "${TOOLS_DIR:-}" ] || { echo "SKIP: no braidrun/all_reduce_perf in $BUILD_DIR"; exit 77; }
+[ -n "${TOOLS_DIR:-}" ] ||
+    { echo "test_algo.sh: braidrun or all_reduce_perf is not built in $BUILD_DIR" >&2; exit 99; }
 T="timeout 120"
 . "$SRC_DIR/tests/integration/checks.sh"
 export BRAID_BOOTSTRAP_TIMEOUT=20 BRAID_TIMEOUT=60
@@ -71,7 +72,7 @@ done
 # together (2 ranks on CPUs 0 and 1), where 3 ranks on those 2 CPUs are, and the cost model
 # then charges 1.5 ranks per CPU.
 if [ "$(nproc)" -lt 2 ] || ! command -v taskset >/dev/null; then
-    echo "skip: binding ranks needs 2 CPUs and taskset"
+    skip "binding ranks needs 2 CPUs and taskset"
 else
     for n in 2 3; do
         if run "$n ranks bound to CPUs 0-1" 0 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \

@@ -10,7 +10,9 @@
 #
 # BUILD_DIR holds braidrun and all_reduce_perf (directly or in tools/) and, when configure
 # found the MPI compilers, tools/compare/mpi_bench_{ompi,mpich}. Exit status: 0 all checks
-# passed, 1 a check failed, 77 (automake SKIP) no python3 or braid's tools not built.
+# passed, 1 a check failed (or none ran), 77 (automake SKIP) no python3, or no network
+# namespaces for --hosts (root and iproute2), 99 braid's tools not built. Without
+# matplotlib the bench's note that it drew nothing is checked instead of the PNG.
 
 BUILD_DIR=${1:-${BRAID_BUILD_DIR:-}}
 if [ -z "$BUILD_DIR" ]; then
@@ -20,10 +22,10 @@ fi
 SRC_DIR=${BRAID_SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 COMPARE=$SRC_DIR/tools/compare/braid-compare
 PY=$(command -v python3) || { echo "SKIP: no python3"; exit 77; }
-[ -f "$COMPARE" ] || { echo "SKIP: no $COMPARE"; exit 77; }
+[ -f "$COMPARE" ] || { echo "test_compare.sh: no $COMPARE" >&2; exit 99; }
 for t in braidrun all_reduce_perf; do
     [ -x "$BUILD_DIR/$t" ] || [ -x "$BUILD_DIR/tools/$t" ] ||
-        { echo "SKIP: no $t in $BUILD_DIR"; exit 77; }
+        { echo "test_compare.sh: no $t in $BUILD_DIR (make builds it)" >&2; exit 99; }
 done
 
 T="timeout 50"   # each run of the bench stays under 50 s (the whole test about 30 s)
@@ -48,14 +50,19 @@ if bench "tiny run" 0 -c allreduce -n 2 -b 8 -e 4K -f 8 -i 20 -w 2 --rounds 1 \
     n=$(rows)
     if [ "$n" -eq 4 ]; then pass "tiny run: one row per size (8 64 512 4096)"
     else fail "tiny run: $n table rows, want 4"; fi
-    expect_in "tiny run: braid measured" "$TMP/out" "^#  +size  \|  +braid  +\|"
+    # braid's column: a "|" follows it unless braid is the only library measured
+    expect_in "tiny run: braid measured" "$TMP/out" "^#  +size  \|  +braid  *(\||$)"
     expect_in "tiny run: no wrong results" "$TMP/out" "^# wrong results: 0$"
     if grep -Eq '^ *[0-9]+  \|.*[0-9]!' "$TMP/out"; then fail "tiny run: a cell is marked wrong"
     else pass "tiny run: no cell marked wrong"; fi
     libs=$(sed -n 's/^#  *size  //p' "$TMP/out" | tr -d '|' | tr -s ' ')
     echo "   libraries measured:$libs; skipped: $(grep -c '^# note: .*skipped' "$TMP/out")"
-    if grep -q '^# note: png: skipped' "$TMP/out"; then
-        echo "skip: no python3 with matplotlib: the PNG is not checked"
+    if ! "$PY" -c 'import matplotlib' 2>/dev/null; then
+        # without matplotlib braid-compare says so and goes on: that is what this machine
+        # can check (a drawing needs matplotlib)
+        expect_in "--png without matplotlib: a note, and the table" "$TMP/out" \
+            "^# note: png: skipped"
+        echo "   (no python3 with matplotlib here: the drawing itself is not exercised)"
     elif [ "$(head -c 4 "$TMP/out.png" 2>/dev/null | od -An -c | tr -d ' ')" = "211PNG" ]; then
         pass "--png writes a PNG"
     else
@@ -103,7 +110,8 @@ if bench "algos" 0 -c allreduce -n 2 -b 8 -e 4K -f 8 -i 20 -w 2 --rounds 1 --onl
     n=$(grep -Ec '^ *[0-9]+  \|.*\| (ring|rd|oneshot|rabenseifner|tree|twoshot)/[0-9]+[KMG]?$' "$TMP/out")
     if [ "$n" -eq 4 ]; then pass "algos: the tuner's choice on every row"
     else fail "algos: $n rows end with the tuner's choice, want 4"; fi
-    n=$(grep -Ec '^ *[0-9]+  \|.*\| +[0-9.]+ +[0-9.]+  (ring|rd) ' "$TMP/out")
+    # cells are right-aligned numbers: a wide one (a slow run) leaves no space after "|"
+    n=$(grep -Ec '^ *[0-9]+  \|.*\| *[0-9.]+ +[0-9.]+  (ring|rd) ' "$TMP/out")
     if [ "$n" -eq 4 ]; then pass "algos: the tuner against the best forced one on every row"
     else fail "algos: $n rows compare the tuner with ring or rd, want 4"; fi
 fi
@@ -122,14 +130,14 @@ fi
 if bench "algos: one cannot run" 1 -c allreduce -n 2 -b 8 -e 8 -i 5 -w 1 --rounds 1 \
         --only braid --algos chain,ring --build-dir "$BUILD_DIR"; then
     expect_in "algos: the failing one named" "$TMP/out" "^# note: chain: failed and dropped"
-    expect_in "algos: the others measured" "$TMP/out" "^ +8  \| +[0-9.]+ +[0-9.]+ \| +- +- \| +[0-9.]+ +[0-9.]+ "
+    expect_in "algos: the others measured" "$TMP/out" "^ +8  \| *[0-9.]+ +[0-9.]+ \| +- +- \| *[0-9.]+ +[0-9.]+ "
 fi
 
 # ---- several hosts in network namespaces (--hosts; root) ----
 
 probe=bcprobe$$
 if ! { ip netns add "$probe" && ip netns del "$probe"; } 2>/dev/null; then
-    echo "skip: no network namespaces here (root and iproute2 needed): --hosts not checked"
+    skip "no network namespaces here (root and iproute2 needed): --hosts not checked"
 else
     before=$(ip netns list | wc -l)
     if bench "hosts" 0 -c allreduce -n 2 -b 8 -e 512 -f 8 -i 10 -w 2 --rounds 1 --only braid \

@@ -8,9 +8,9 @@
 # exit status 2 on bad flags; the header, the columns and the sizes of a table on 2 ranks,
 # as threads (-t 2) and as processes (braidrun), with #wrong 0; every flag; every type, op
 # and root on 3 ranks; -J rows as JSON with nccl-tests' size, count and busbw factor; and a
-# wrong result counted, through an LD_PRELOAD shim built here from perf_corrupt.c (skipped,
-# with a message, when no C compiler is found). Exit status: 0 all checks passed, 1 a check
-# failed, 77 (automake SKIP) braidrun or all_reduce_perf is not built.
+# wrong result counted, through an LD_PRELOAD shim built here from perf_corrupt.c with the
+# build's compiler. Exit status: 0 all checks passed, 1 a check failed (or none ran), 77
+# (automake SKIP) braidrun or all_reduce_perf is not built.
 
 BUILD_DIR=${1:-${BRAID_BUILD_DIR:-}}
 if [ -z "$BUILD_DIR" ]; then
@@ -30,8 +30,10 @@ find_tool() {
     return 1
 }
 
-BRAIDRUN=$(find_tool braidrun) || { echo "SKIP: no braidrun in $BUILD_DIR"; exit 77; }
-find_tool all_reduce_perf >/dev/null || { echo "SKIP: no all_reduce_perf in $BUILD_DIR"; exit 77; }
+# braidrun and the tools are built by make itself: one missing is a broken build (99)
+BRAIDRUN=$(find_tool braidrun) || { echo "test_tools.sh: no braidrun in $BUILD_DIR" >&2; exit 99; }
+find_tool all_reduce_perf >/dev/null ||
+    { echo "test_tools.sh: no all_reduce_perf in $BUILD_DIR" >&2; exit 99; }
 # Never hang a CI job: every command gets a wall-clock limit.
 T="timeout 120"
 . "$SRC_DIR/tests/integration/checks.sh"
@@ -52,18 +54,74 @@ if run "braidrun environment" 0 "$BRAIDRUN" -n 3 sh -c \
     else fail "braidrun environment: $n good lines, $ids distinct NCCL_COMM_ID"; fi
 fi
 
-# A failing rank: its status becomes braidrun's, it is named, the others are stopped.
-if run "braidrun failing rank" 3 "$BRAIDRUN" -n 3 -k 1 sh -c \
-    'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 60'; then
+# A failing rank: its status becomes braidrun's, it is named, the others are stopped. Every
+# other rank starts a child (sleep 300) and records its pid and the child's in $TMP/ranks;
+# the failing rank fails once all of them have (the state the check needs), by exiting with
+# CODE or, for "kill", by SIGKILL. Arguments of the ranks' script: DIR NRANKS BAD CODE.
+RANK_SH='d=$1 n=$2 bad=$3 how=$4
+if [ "$RANK" = "$bad" ]; then
+    until [ "$(ls "$d" | wc -l)" -ge $((n - 1)) ]; do sleep 0.02; done
+    [ "$how" = kill ] && kill -9 $$
+    exit "$how"
+fi
+sleep 300 &
+echo "$$ $!" >"$d/.$RANK" && mv "$d/.$RANK" "$d/$RANK"
+wait'
+failing_job() {   # failing_job NAME WANT_STATUS [ENV=VALUE...] -- BRAIDRUN_ARGS... -- N BAD HOW
+    fname=$1 fwant=$2
+    shift 2
+    rm -rf "$TMP/ranks" && mkdir "$TMP/ranks"
+    envs=
+    while [ "$1" != -- ]; do envs="$envs $1"; shift; done
+    shift
+    bargs=
+    while [ "$1" != -- ]; do bargs="$bargs $1"; shift; done
+    shift
+    # shellcheck disable=SC2086
+    run "$fname" "$fwant" env $envs "$BRAIDRUN" $bargs -n "$1" sh -c "$RANK_SH" sh \
+        "$TMP/ranks" "$1" "$2" "$3"
+}
+# alive PID: the process exists and is not a zombie waiting for its reaper
+alive() {
+    [ -r "/proc/$1/stat" ] &&
+        [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]
+}
+# stopped NAME GRACE BAD: braidrun sent SIGTERM, GRACE s after rank BAD failed, to each other
+# rank by the pid the rank recorded, and that rank and its child are gone: a process braidrun
+# signalled dies as soon as it runs, so the wait for that is bounded (30 s) but never needed
+# for the check to pass; one braidrun missed would sleep 300 s.
+stopped() {
+    miss='' left=''
+    for f in "$TMP/ranks"/*; do
+        [ -f "$f" ] || { fail "$1: no rank recorded its pid"; return; }
+        read -r rpid cpid <"$f"
+        said="rank [0-9]+ \(pid $rpid\) still running $2 s after rank $3 failed: sending SIGTERM"
+        grep -Eq "$said" "$TMP/err" || miss="$miss $rpid"
+        for p in $rpid $cpid; do
+            i=0
+            while alive "$p" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+            alive "$p" && { left="$left $p"; kill -9 "$p" 2>/dev/null; }
+        done
+    done
+    if [ -n "$miss" ]; then
+        fail "$1: braidrun did not say it sent SIGTERM to$miss, $2 s after rank $3 failed"
+    elif [ -n "$left" ]; then
+        fail "$1: still running after braidrun returned:$left"
+    else
+        pass "$1: every other rank and its child stopped by braidrun's SIGTERM, $2 s after rank $3 failed"
+    fi
+}
+
+if failing_job "braidrun failing rank" 3 -- -k 1 -- 3 1 3; then
     expect_in "braidrun names the failed rank" "$TMP/err" "rank 1 \(pid [0-9]+\) exited with status 3"
-    expect_in "braidrun stops the others" "$TMP/err" "rank [02] \(pid [0-9]+\) still running .*SIGTERM"
+    stopped "braidrun -k 1 stops the others" 1 1
 fi
-if run "braidrun killed rank" 137 "$BRAIDRUN" -n 2 -k 0 sh -c \
-    'if [ "$RANK" = 0 ]; then kill -9 $$; fi; sleep 60'; then
+if failing_job "braidrun killed rank" 137 -- -k 0 -- 2 0 kill; then
     expect_in "braidrun names the killed rank" "$TMP/err" "rank 0 \(pid [0-9]+\) killed by signal 9"
+    stopped "braidrun -k 0 stops the others" 0 0
 fi
-run "braidrun SIGTERM after failure" 5 env BRAIDRUN_KILL_AFTER=0 "$BRAIDRUN" -n 2 sh -c \
-    'if [ "$RANK" = 1 ]; then exit 5; fi; sleep 60' && pass "BRAIDRUN_KILL_AFTER=0 stops the others at once"
+failing_job "braidrun SIGTERM after failure" 5 BRAIDRUN_KILL_AFTER=0 -- -- 2 1 5 &&
+    stopped "BRAIDRUN_KILL_AFTER=0 stops the others at once" 0 1
 
 # ---- the bandwidth tools ----
 
@@ -141,14 +199,14 @@ EOF
     then pass "$1"; else fail "$1"; fi
 }
 
-# A shim that flips one received bit of every float collective (see perf_corrupt.c).
+# A shim that flips one received bit of every float collective (see perf_corrupt.c), built
+# with the build's compiler.
 SHIM=
-if CC_=$(command -v "${CC:-cc}" || command -v gcc) &&
-   "$CC_" -shared -fPIC -I"${BRAID_INCLUDE:-$SRC_DIR/include}" -o "$TMP/perf_corrupt.so" \
-       "$SRC_DIR/tests/integration/perf_corrupt.c" -ldl >"$TMP/err" 2>&1; then
+if build_cc -shared -fPIC -I"${BRAID_INCLUDE:-$SRC_DIR/include}" -o "$TMP/perf_corrupt.so" \
+       "$SRC_DIR/tests/integration/perf_corrupt.c" -ldl; then
     SHIM="${BRAID_TEST_PRELOAD:+$BRAID_TEST_PRELOAD }$TMP/perf_corrupt.so"
 else
-    echo "skip: cannot build the corrupting shim from perf_corrupt.c: wrong results not checked"
+    fail "the corrupting shim does not build from perf_corrupt.c: wrong results not checked"
 fi
 
 SIZES_FULL=" 8 16 32 64 128 256 512 1024"
@@ -164,6 +222,11 @@ for TOOL in $TOOLS; do
 
     run "$P -h" 0 "$PERF" -h && expect_in "$P -h prints usage" "$TMP/out" "^usage: "
     run "$P bad flag" 2 "$PERF" -q && expect_in "$P bad flag: usage" "$TMP/err" "^usage: "
+    if run "braidrun -n 3 $P bad flag" 2 "$BRAIDRUN" -n 3 "$PERF" -q; then
+        n=$(grep -c '^usage: ' "$TMP/err")
+        if [ "$n" -eq 1 ]; then pass "braidrun -n 3 $P bad flag: the usage once"
+        else fail "braidrun -n 3 $P bad flag: the usage $n times, want once (rank 0's)"; fi
+    fi
     run "$P bad value" 2 "$PERF" -d notatype && expect_in "$P bad value: usage" "$TMP/err" "^usage: "
     run "$P -g 2" 2 "$PERF" -g 2 && pass "$P -g 2 exits 2"
 

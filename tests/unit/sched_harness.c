@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "algorithms/model.h"
 #include "tests/unit/sched_harness.h"
 #include "topo/topo.h"
 
@@ -26,6 +27,8 @@ static const char *const op_names[OP_NUM] = { "sum", "prod", "max", "min", "avg"
 const braid_sim_cfg_t sh_cfg_tight = { .nslots = 2, .slot_size = 24 };
 const braid_sim_cfg_t sh_cfg_odd = { .nslots = 2, .slot_size = 40 };
 const braid_sim_cfg_t sh_cfg_wide = { .nslots = 3, .slot_size = 512, .exec_run = 1 };
+
+int sh_cases_run, sh_cases_declined;
 
 static uint64_t mix(uint64_t x)
 {
@@ -336,19 +339,36 @@ void sh_tc_call(const tcase_t *tc, int r, rbuf_t *rb, braid_sim_call_t *c)
     }
 }
 
-/* Does the forced algorithm take this case? (It may decline, e.g. one-shot above its size.) */
-static int tc_taken(const tcase_t *tc)
+/*
+ * Does the forced algorithm decline this case? Only as algorithms decline (sched.h): the
+ * builder says BRAID_ERR_UNSUPPORTED and the cost function BRAID_COST_NONE, for the call as
+ * rank 0 makes it (the other ranks' builds must then succeed: sh_tc_call). A builder that
+ * fails otherwise, or declines what its cost function takes, fails the case.
+ */
+static int tc_declined(const tcase_t *tc, const char *desc)
 {
     braid_sched_t s;
-    braid_coll_t c = { .kind = tc->kind, .dtype = tc->dt, .rank = 0, .nranks = tc->n,
-                       .root = tc->root, .count = tc->count, .pull = tc->pull,
-                       .topo = tc->topo };
+    size_t in, out, off;
+    int alias;
     if (tc->algo == NULL)
-        return 1;
+        return 0;
+    tc_layout(tc, 0, &in, &out, &alias, &off);
+    braid_coll_t c = { .kind = tc->kind, .dtype = tc->dt, .rank = 0, .nranks = tc->n,
+                       .root = sh_is_rooted(tc->kind) ? tc->root : -1, .count = tc->count,
+                       .in_place = alias != ALIAS_NONE, .pull = tc->pull, .topo = tc->topo };
     braid_sched_init(&s, braid_dtype_size(tc->dt));
     braid_status_t st = tc->algo->build(&c, &s);
     braid_sched_free(&s);
-    return st == BRAID_OK;
+    if (st == BRAID_OK)
+        return 0;
+    if (st != BRAID_ERR_UNSUPPORTED)
+        fail_msg("%s: the builder of %s failed with status %d, not a decline (last error: %s)",
+                 desc, tc->algo->name, (int)st, braid_err_last());
+    double cost = tc->algo->cost(&c, &braid_model_default);
+    if (cost >= 0)
+        fail_msg("%s: the builder of %s declines the call, but its cost function takes it "
+                 "(%g us): they must decline alike", desc, tc->algo->name, cost);
+    return 1;
 }
 
 /* Bytes a reference may span: in rank rb's buffers (a pull names the peer's). */
@@ -462,9 +482,12 @@ void sh_run_case(const tcase_t *tc)
     braid_sim_result_t res;
     char desc[256];
 
-    if (!tc_taken(tc))
-        return;
     sh_tc_describe(tc, desc, sizeof(desc));
+    if (tc_declined(tc, desc)) {
+        sh_cases_declined++;
+        return;
+    }
+    sh_cases_run++;
     for (int r = 0; r < tc->n; r++) {
         sh_rbuf_setup(tc, r, &rb[r]);
         sh_tc_call(tc, r, &rb[r], &calls[r]);
@@ -484,4 +507,22 @@ void sh_run_case(const tcase_t *tc)
     }
     for (int r = 0; r < tc->n; r++)
         sh_rbuf_free(&rb[r]);
+}
+
+void sh_expect_cases(int before, const char *what)
+{
+    if (sh_cases_run == before)
+        fail_msg("%s: no case ran (%d declined by their forced algorithm)", what,
+                 sh_cases_declined);
+}
+
+int sh_report(const char *prog, int rc)
+{
+    printf("%s: %d cases run, %d declined by their forced algorithm\n", prog, sh_cases_run,
+           sh_cases_declined);
+    if (sh_cases_run == 0) {
+        printf("FAIL %s: no case ran\n", prog);
+        return 1;
+    }
+    return rc;
 }

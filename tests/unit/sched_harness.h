@@ -74,8 +74,22 @@ void sh_tc_describe(const tcase_t *tc, char *buf, size_t len);
 /* Rank r's call of the case on buffers rb (with tc->algo: its schedule, kept in rb). */
 void sh_tc_call(const tcase_t *tc, int r, rbuf_t *rb, braid_sim_call_t *c);
 
-/* Run the case on every rank and check every output (a case the forced algorithm declines
- * is skipped); fails the current test with the case's description. */
+/* Run the case on every rank and check every output; fails the current test with the case's
+ * description. A forced algorithm may decline the case only as an algorithm declines a call
+ * (algorithms/sched.h): its builder returns BRAID_ERR_UNSUPPORTED and its cost function
+ * BRAID_COST_NONE; the case is then counted as declined, not run. Any other failure of the
+ * builder, or a decline its cost function does not share, fails the case. */
 void sh_run_case(const tcase_t *tc);
+
+/* Cases sh_run_case ran, and cases their forced algorithm declined, since the start. */
+extern int sh_cases_run, sh_cases_declined;
+
+/* Fail the current test if no case ran since sh_cases_run was `before` (every case of WHAT
+ * declined, or none made). */
+void sh_expect_cases(int before, const char *what);
+
+/* Print "PROG: N cases run, M declined by their forced algorithm" and return rc, or 1 (with
+ * a FAIL line) when no case ran: a selection that matches nothing must not pass. */
+int sh_report(const char *prog, int rc);
 
 #endif

@@ -5,8 +5,12 @@
  * of place, several roots; and the tuner's own choice on the same layouts. Also: an
  * algorithm's cost function declines exactly the calls its builder declines, on every rank.
  *
- * BRAID_TEST_ALGO=name runs one algorithm only; BRAID_TEST_MAXN=k stops at k ranks (for
- * working on one algorithm; the suite runs everything).
+ * Every algorithm must run cases of every collective it claims (declining them all is a
+ * failure), and the program fails when it ran no case.
+ *
+ * BRAID_TEST_ALGO=name runs one algorithm only (a name that matches none fails);
+ * BRAID_TEST_MAXN=k stops at k ranks (for working on one algorithm). Both are said when set;
+ * `make check` unsets them (Makefile.am), so the suite runs everything.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,10 +60,16 @@ static int env_int(const char *name, int def)
     return v != NULL && *v ? atoi(v) : def;
 }
 
-static int algo_wanted(const braid_algo_t *a)
+/* BRAID_TEST_ALGO, or NULL when unset or empty. */
+static const char *only_algo(void)
 {
     const char *only = getenv("BRAID_TEST_ALGO");
-    return a == NULL || only == NULL || *only == '\0' || strcmp(only, a->name) == 0;
+    return only != NULL && *only != '\0' ? only : NULL;
+}
+
+static int algo_wanted(const braid_algo_t *a)
+{
+    return a == NULL || only_algo() == NULL || strcmp(only_algo(), a->name) == 0;
 }
 
 /* The cost function and the builder agree, on every rank, on whether the call is taken;
@@ -97,6 +107,14 @@ static void run_case(tcase_t *tc)
     sh_run_case(tc);
 }
 
+/* Pulls from peers' buffers (two-shot) are agreed only among ranks of one host, as
+ * transports/shm does: allowed there on every other case (k odd), so that the algorithms
+ * that need them run too and the others run both ways. */
+static braid_pull_t case_pull(const braid_topo_t *topo, int k)
+{
+    return topo == NULL && (k & 1) ? BRAID_PULL_LOAD : BRAID_PULL_NONE;
+}
+
 /* One algorithm (NULL: the tuner) on one collective, every size and layout. */
 static void algo_coll(const braid_algo_t *algo, braid_coll_kind_t kind)
 {
@@ -116,7 +134,8 @@ static void algo_coll(const braid_algo_t *algo, braid_coll_kind_t kind)
                                        .root = roots[ri], .in_place = ip,
                                        .count = counts[ci],
                                        .cfg = ci == 3 && ip ? sh_cfg_odd : sh_cfg_tight,
-                                       .algo = algo, .topo = topo };
+                                       .algo = algo, .topo = topo,
+                                       .pull = case_pull(topo, ci) };
                         run_case(&tc);
                     }
             if (topo != NULL)
@@ -146,7 +165,7 @@ static void algo_ops(const braid_algo_t *algo, braid_coll_kind_t kind)
                                .op = op < OP_NUM ? op : op == OP_NUM ? OP_PREMULSUM : OP_SUM,
                                .n = n, .root = n - 1, .in_place = op & 1,
                                .count = op == OP_NUM + 1 ? 1009 : 53, .cfg = sh_cfg_odd,
-                               .algo = algo, .topo = topo,
+                               .algo = algo, .topo = topo, .pull = case_pull(topo, op),
                                .premul_per_rank = op == OP_NUM,
                                .random = op == OP_NUM + 1 };
                 if ((tc.op == OP_AVG && !sh_avg_exact(tc.dt, n)) ||
@@ -164,31 +183,47 @@ static const braid_coll_kind_t tested_colls[] = {
     BRAID_COLL_REDUCE, BRAID_COLL_ALLTOALL, BRAID_COLL_GATHER, BRAID_COLL_SCATTER,
 };
 
+/* Every collective the algorithm claims (NULL: the tuner, all of them), each of which must
+ * run some case. */
 static void algo_all(const braid_algo_t *algo)
 {
-    if (!algo_wanted(algo))
-        return;
+    char what[96];
     for (size_t k = 0; k < sizeof(tested_colls) / sizeof(tested_colls[0]); k++) {
         braid_coll_kind_t kind = tested_colls[k];
+        int before = sh_cases_run;
         if (algo != NULL && !(algo->colls & (1u << kind)))
             continue;
         algo_coll(algo, kind);
         if (is_reduction(kind))
             algo_ops(algo, kind);
+        snprintf(what, sizeof(what), "%s on %s", algo != NULL ? algo->name : "the tuner",
+                 braid_coll_name(kind));
+        sh_expect_cases(before, what);
     }
 }
 
 static void test_each_algorithm(void **state)
 {
+    char names[512];
+    int ran = 0, o = 0;
     (void)state;
-    for (int i = 0; i < braid_nalgos; i++)
+    for (int i = 0; i < braid_nalgos; i++) {
+        if (!algo_wanted(braid_algos[i]))
+            continue;
         algo_all(braid_algos[i]);
+        ran++;
+    }
+    for (int i = 0; i < braid_nalgos && o < (int)sizeof(names); i++)
+        o += snprintf(names + o, sizeof(names) - (size_t)o, "%s%s", i ? ", " : "",
+                      braid_algos[i]->name);
+    if (ran == 0)
+        fail_msg("BRAID_TEST_ALGO=%s matches no algorithm (they are: %s)", only_algo(), names);
 }
 
 static void test_tuner_choice(void **state)
 {
     (void)state;
-    if (getenv("BRAID_TEST_ALGO") == NULL)
+    if (only_algo() == NULL)
         algo_all(NULL);
 }
 
@@ -198,5 +233,12 @@ int main(void)
         cmocka_unit_test(test_each_algorithm),
         cmocka_unit_test(test_tuner_choice),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    if (only_algo() != NULL)
+        printf("test_algos: BRAID_TEST_ALGO=%s: that algorithm only, not the others nor the "
+               "tuner's choice\n", only_algo());
+    if (env_int("BRAID_TEST_MAXN", SH_MAXR) < SH_MAXR)
+        printf("test_algos: BRAID_TEST_MAXN=%d: up to %d ranks, not %d\n",
+               env_int("BRAID_TEST_MAXN", SH_MAXR), env_int("BRAID_TEST_MAXN", SH_MAXR),
+               SH_MAXR);
+    return sh_report("test_algos", cmocka_run_group_tests(tests, NULL, NULL));
 }

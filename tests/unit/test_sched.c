@@ -86,9 +86,13 @@ static void shapes(braid_coll_kind_t kind, braid_dtype_t dt)
 extern const braid_algo_t braid_algo_ring, braid_algo_oneshot;
 static void test_allreduce_algos(void **state)
 {
+    int before = sh_cases_run;
     (void)state;
     shapes_algo(BRAID_COLL_ALLREDUCE, BRAID_INT32, &braid_algo_ring);
+    sh_expect_cases(before, "ring all-reduce");
+    before = sh_cases_run;
     shapes_algo(BRAID_COLL_ALLREDUCE, BRAID_FP16, &braid_algo_oneshot);
+    sh_expect_cases(before, "one-shot all-reduce");
 }
 
 #define SHAPES_TEST(_name, _kind)                                                          \
@@ -197,19 +201,28 @@ extern const braid_algo_t braid_algo_twoshot;
 /* Every shape of the three two-shot collectives, peers read in place. */
 static void test_twoshot_shapes(void **state)
 {
+    static const braid_coll_kind_t kinds[] = { BRAID_COLL_ALLREDUCE, BRAID_COLL_ALLGATHER,
+                                               BRAID_COLL_REDUCESCATTER };
     (void)state;
-    shapes_pulls(BRAID_COLL_ALLREDUCE, BRAID_INT32, &braid_algo_twoshot, PULL_LOAD);
-    shapes_pulls(BRAID_COLL_ALLGATHER, BRAID_INT32, &braid_algo_twoshot, PULL_LOAD);
-    shapes_pulls(BRAID_COLL_REDUCESCATTER, BRAID_INT32, &braid_algo_twoshot, PULL_LOAD);
+    for (int k = 0; k < 3; k++) {
+        int before = sh_cases_run;
+        shapes_pulls(kinds[k], BRAID_INT32, &braid_algo_twoshot, PULL_LOAD);
+        sh_expect_cases(before, braid_coll_name(kinds[k]));
+    }
 }
 
 /* The same through process_vm_readv, and with other element sizes. */
 static void test_twoshot_cma(void **state)
 {
+    static const braid_coll_kind_t kinds[] = { BRAID_COLL_ALLREDUCE, BRAID_COLL_ALLGATHER,
+                                               BRAID_COLL_REDUCESCATTER };
+    static const braid_dtype_t dts[] = { BRAID_FP64, BRAID_UINT8, BRAID_BF16 };
     (void)state;
-    shapes_pulls(BRAID_COLL_ALLREDUCE, BRAID_FP64, &braid_algo_twoshot, PULL_CMA);
-    shapes_pulls(BRAID_COLL_ALLGATHER, BRAID_UINT8, &braid_algo_twoshot, PULL_CMA);
-    shapes_pulls(BRAID_COLL_REDUCESCATTER, BRAID_BF16, &braid_algo_twoshot, PULL_CMA);
+    for (int k = 0; k < 3; k++) {
+        int before = sh_cases_run;
+        shapes_pulls(kinds[k], dts[k], &braid_algo_twoshot, PULL_CMA);
+        sh_expect_cases(before, braid_coll_name(kinds[k]));
+    }
 }
 
 /* Every datatype and op (ncclAvg, ncclPreMulSum: the puller applies the peer's scalar). */
@@ -225,6 +238,7 @@ static void test_twoshot_ranks_agree(void **state)
 {
     static const braid_dtype_t dts[] = { BRAID_FP16, BRAID_BF16, BRAID_FP32, BRAID_FP64 };
     static const int ns[] = { 2, 3, 5, 17 };
+    int before = sh_cases_run;
     (void)state;
     for (int d = 0; d < 4; d++)
         for (int op = 0; op < OP_NUM; op++)
@@ -235,6 +249,7 @@ static void test_twoshot_ranks_agree(void **state)
                 tc_pulls(&tc, ni & 1 ? PULL_CMA : PULL_LOAD);
                 sh_run_case(&tc);
             }
+    sh_expect_cases(before, "two-shot, random floats");
 }
 
 /* ncclPreMulSum scalars may differ between ranks: each contribution is scaled by its own
@@ -483,5 +498,5 @@ int main(void)
         cmocka_unit_test(test_premul_per_rank),
         cmocka_unit_test(test_alltoallv),
     };
-    return cmocka_run_group_tests_name("sched", tests, NULL, NULL);
+    return sh_report("test_sched", cmocka_run_group_tests_name("sched", tests, NULL, NULL));
 }
