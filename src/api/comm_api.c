@@ -82,6 +82,26 @@ BRAID_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t *comm, int nranks, nc
                                       "ncclCommInitRankConfig"));
 }
 
+/*
+ * ncclCommInitRankScalable: every rank joins through the first id's root (one root serves
+ * thousands of hellos), so the roots of the other ids would wait forever, each a thread and
+ * a listening socket, for ranks that never come. The process that made each of them (the
+ * one whose ncclGetUniqueId started it; every rank passes the same ids) stops it here; in
+ * any other process the call finds no such root and does nothing. Ids made under
+ * NCCL_COMM_ID have no root of their own (rank 0 starts the first id's), and an id equal to
+ * the first is the first: neither is touched.
+ */
+static void scalable_stop_unused_roots(const ncclUniqueId *ids, int nId)
+{
+    braid_uid_t first, uid;
+    memcpy(&first, ids[0].internal, sizeof(first));
+    for (int i = 1; i < nId; i++) {
+        memcpy(&uid, ids[i].internal, sizeof(uid));
+        if (uid.nonce != first.nonce)
+            braid_bootstrap_uid_release(&uid);
+    }
+}
+
 BRAID_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks, int myrank,
           int nId, ncclUniqueId *commIds, ncclConfig_t *config)
 {
@@ -91,8 +111,16 @@ BRAID_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nrank
     if (nId < 1 || nId > nranks)
         return braid_api_result(braid_err(BRAID_ERR_INVALID, "%s: nId is %d: use 1 to nranks "
                                           "(%d)", what, nId, nranks));
-    /* Every rank joins through the first id's root; the other roots stay unused. */
-    return grouped_result(init_rank(newcomm, nranks, &commIds[0], myrank, 0, config, what));
+    for (int i = 1; i < nId; i++) {
+        braid_uid_t uid;
+        memcpy(&uid, commIds[i].internal, sizeof(uid));
+        braid_status_t st = braid_bootstrap_check_uid(&uid);
+        if (st < 0)
+            return braid_api_result(st);
+    }
+    braid_status_t st = init_rank(newcomm, nranks, &commIds[0], myrank, 0, config, what);
+    scalable_stop_unused_roots(commIds, nId);
+    return grouped_result(st);
 }
 
 static braid_status_t init_all(ncclComm_t *comms, int ndev, const int *devlist)

@@ -10,7 +10,10 @@
  *
  *   -q           quick: no large counts (sanitizer builds)
  *   -o LIST      only these sections (comma list): reduce random move p2p group split
- *                shrink nonblocking
+ *                shrink nonblocking; and api debug narrow, which run only when named
+ *                (run_coll.sh names them in a few runs: the variants gain them nothing;
+ *                narrow checks every op of all-reduce on 3+ ranks only under
+ *                NCCL_ALGO=allreduce:oneshot, whose order of combination it knows)
  *   -w SECONDS   watchdog (default 300): a run that takes longer fails, naming the phase
  *   -v           print the time of each section
  *   -F           destroy communicators without ncclCommFinalize (isolates finalize bugs)
@@ -64,10 +67,10 @@ static void usage_exit(const char *why)
     exit(99);
 }
 
-static int section_on(const char *name)
+static int section_on(const char *name, int named_only)
 {
     if (opt.only == NULL)
-        return 1;
+        return !named_only;
     size_t len = strlen(name);
     for (const char *p = opt.only; (p = strstr(p, name)) != NULL; p += len)
         if ((p == opt.only || p[-1] == ',') && (p[len] == '\0' || p[len] == ','))
@@ -78,20 +81,37 @@ static int section_on(const char *name)
 typedef struct section {
     const char *name;
     void (*run)(cc_world_t *w);
+    int named_only;   /* runs only when -o names it */
 } section_t;
 
 static const section_t sections[] = {
-    { "reduce", cc_test_reduce }, { "random", cc_test_random }, { "move", cc_test_move },
-    { "p2p", cc_test_p2p }, { "group", cc_test_mixed_group }, { "split", cc_test_split },
-    { "shrink", cc_test_shrink }, { "nonblocking", cc_test_nonblocking },
+    { "reduce", cc_test_reduce, 0 }, { "random", cc_test_random, 0 },
+    { "move", cc_test_move, 0 }, { "p2p", cc_test_p2p, 0 },
+    { "group", cc_test_mixed_group, 0 }, { "split", cc_test_split, 0 },
+    { "shrink", cc_test_shrink, 0 }, { "nonblocking", cc_test_nonblocking, 0 },
+    { "api", cc_test_api, 1 }, { "debug", cc_test_debug, 1 }, { "narrow", cc_test_narrow, 1 },
 };
+
+/* Every name in -o must be a section: a misspelt one would run nothing and pass. */
+static void sections_check(void)
+{
+    for (const char *p = opt.only; p != NULL && *p != '\0';) {
+        size_t len = strcspn(p, ","), i = 0;
+        while (i < sizeof(sections) / sizeof(sections[0]) &&
+               !(strlen(sections[i].name) == len && strncmp(sections[i].name, p, len) == 0))
+            i++;
+        if (i == sizeof(sections) / sizeof(sections[0]))
+            usage_exit("-o names an unknown section");
+        p += len + (p[len] == ',');
+    }
+}
 
 /* Everything on one world, then close its communicators. */
 static void run_world(cc_world_t *w)
 {
     double t0 = now_s();
     for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
-        if (!section_on(sections[i].name))
+        if (!section_on(sections[i].name, sections[i].named_only))
             continue;
         double t = now_s();
         sections[i].run(w);
@@ -265,6 +285,7 @@ int main(int argc, char **argv)
     int n = opt.procs ? opt.procs : opt.threads_one ? opt.threads_one : opt.threads_each;
     if (n < 0 || n > CC_MAX_LOCAL)
         usage_exit("rank count out of range");
+    sections_check();
     signal(SIGALRM, on_alarm);
     if (opt.procs)
         return launch(opt.procs);

@@ -11,6 +11,13 @@
  *   coll_move.c    Broadcast, Bcast, AllGather, AlltoAll, AllToAll(v), Gather, Scatter,
  *                  Send/Recv patterns, and a group mixing several collectives
  *   coll_comm.c    split, shrink, nonblocking init, finalize and destroy
+ *   coll_api.c     success paths of the rest of the API (sections api and debug, run only
+ *                  when named): ncclMemAlloc/ncclMemFree, windows, ncclGroupSimulateEnd,
+ *                  ncclCommRevoke, ncclCommInitRankScalable with several ids,
+ *                  ncclResetDebugInit
+ *   coll_narrow.c  fp16, bf16 and fp8 reductions of random inputs checked byte for byte
+ *                  against a reference of its own, conversions included (section narrow,
+ *                  run only when named)
  *
  * Every rank computes the values of every other rank from (rank, index, salt), so results
  * are checked without extra communication. Values are chosen so that every partial result
@@ -160,6 +167,11 @@ void cc_test_mixed_group(cc_world_t *w);
 void cc_test_split(cc_world_t *w);
 void cc_test_shrink(cc_world_t *w);
 void cc_test_nonblocking(cc_world_t *w);
+void cc_test_api(cc_world_t *w);
+void cc_test_debug(cc_world_t *w);
+void cc_test_narrow(cc_world_t *w);
+/* A section's last word: rank 0 prints how many cases it ran; a rank that ran none fails. */
+void cc_section_done(const cc_world_t *w, const char *section, long cases);
 /* ncclCommFinalize (grouped when one thread holds several) then ncclCommDestroy. */
 void cc_comms_close(const cc_world_t *w, ncclComm_t *comms, int n, int nonblocking);
 extern int cc_skip_finalize;   /* -F: destroy without finalize (to isolate a finalize bug) */

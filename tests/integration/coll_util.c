@@ -391,3 +391,13 @@ int cc_counts(const cc_world_t *w, size_t *counts)
         counts[n++] = CC_LARGE_COUNT;
     return n;
 }
+
+void cc_section_done(const cc_world_t *w, const char *section, long cases)
+{
+    if (cases <= 0) {
+        cc_case_t c = { section, -1, -1, 0, -1, 0 };
+        cc_fail(w, &c, w->ranks[0], 0, "no case ran", "at least one case");
+    }
+    if (w->ranks[0] == 0)
+        printf("coll_check %s: %s: %ld cases\n", w->mode, section, cases);
+}

@@ -9,6 +9,11 @@
 # written by non-temporal stores from every size (BRAID_STREAM_MIN=1; default 16 MiB). And
 # with every message in 4 KiB slices (BRAID_SLICE_SIZE, the tuner's smallest), and in slices
 # of 4100 bytes, which 8-byte types round down.
+# Last the sections that run only when named (coll_api.c, coll_narrow.c: the rest of the
+# API's success paths; fp16, bf16 and fp8 results checked byte for byte) on 2 and 4
+# processes and both thread modes, one of them in 4 KiB slices, one with single copy from
+# every size; and narrow again under NCCL_ALGO=allreduce:oneshot, which fixes the order in
+# which 3+ ranks combine, so that every op is checked there too.
 #
 # Environment: BRAID_BUILD_DIR (set by make check; default: this script's build tree),
 # BRAID_TEST_QUICK=1 for the quick variant (also chosen for --enable-sanitizers builds),
@@ -38,6 +43,8 @@ args=(-w 240)
 if [ "${BRAID_TEST_QUICK:-0}" = 1 ] ||
    grep -q -- '--enable-sanitizers' "$build/config.status" 2>/dev/null; then
     args+=(-q)
+    echo "run_coll.sh: quick (BRAID_TEST_QUICK=1 or a sanitizer build): coll_check -q leaves" \
+         "out the large counts"
 fi
 # shellcheck disable=SC2206
 args+=(${COLL_CHECK_ARGS:-})
@@ -98,5 +105,25 @@ else
     run "3 processes, 4 KiB slices" env BRAID_SLICE_SIZE=4K "$check" -p 3 "${args[@]}"
 fi
 run "-t 4, 4100-byte slices" env BRAID_SLICE_SIZE=4100 "$check" -t 4 "${args[@]}"
+
+# procs NAME N ARGS...: N processes of coll_check, by braidrun when it is built
+procs() {
+    local what=$1 n=$2
+    shift 2
+    if [ -x "$braidrun" ]; then
+        run "$what" "$@" "$braidrun" -n "$n" -- "$check" "${args[@]}" "${named[@]}"
+    else
+        run "$what" "$@" "$check" -p "$n" "${args[@]}" "${named[@]}"
+    fi
+}
+named=(-o "api,debug,narrow")
+procs "2 processes, api etc., 4K" 2 env BRAID_SLICE_SIZE=4K
+procs "4 processes, api etc." 4
+run "-t 3 api etc., single copy" "${single[@]}" "$check" -t 3 "${args[@]}" "${named[@]}"
+run "-T 3 api etc." "$check" -T 3 "${args[@]}" "${named[@]}"
+named=(-o narrow)
+oneshot=(env NCCL_ALGO=allreduce:oneshot)
+procs "3 procs, narrow, oneshot" 3 "${oneshot[@]}"
+run "-T 4 narrow, oneshot" "${oneshot[@]}" "$check" -T 4 "${args[@]}" "${named[@]}"
 
 exit $status
