@@ -139,6 +139,14 @@ braid_status_t braid_bootstrap_peer_err(const braid_bootstrap_t *bs, braid_statu
  * when neither; else the error, recorded, after passing the notice on.
  */
 braid_status_t braid_bootstrap_ring_watch(braid_bootstrap_t *bs, const char *what);
+/*
+ * During setup, while a wait that may still complete goes on (ring setup): read what
+ * rank+1 sent. Its close is an error (it cannot be done with us yet); a notice is passed
+ * on and held (bs->back_held), for braid_bootstrap_ring_watch to report once the wait has
+ * held it RING_HOLD_NS or after the wait.
+ */
+#define BS_HOLD_NS 1000000000ll         /* a wait holds a notice this long before failing */
+braid_status_t braid_bootstrap_ring_hold(braid_bootstrap_t *bs, const char *what);
 /* Start a notice that `rank` failed (BRAID_ERR_ABORTED: it aborted; `rank` == this rank
  * with another status: its setup failed), both ways around the ring. */
 void braid_bootstrap_ring_notice(braid_bootstrap_t *bs, int rank, braid_status_t why);

@@ -151,7 +151,7 @@ static braid_status_t link_claim(bs_listener_t *lis, const bs_link_hello_t *want
         if (st != BRAID_INPROGRESS)
             return st;
         BRAID_CHECK(braid_socket_wait(pfd, 2, deadline, LINK_SLICE_NS, abort_fd));
-        if (pfd[1].revents)
+        if (pfd[1].revents && !pfd[0].revents)   /* a connection waiting is taken first */
             return BRAID_INPROGRESS;
     }
 }
@@ -432,22 +432,30 @@ braid_status_t braid_bootstrap_root_exchange(braid_bootstrap_t *bs, const braid_
 
 #define RING_SETUP "ring setup"
 
-/* Take rank-1's connection, meanwhile reading what rank+1 says: a notice that a rank
- * failed, or its close (it died: it cannot be done with us yet). */
+/*
+ * Take rank-1's connection, meanwhile reading what rank+1 says: its close (it died: it
+ * cannot be done with us yet), a notice that a rank died, or one that a rank's setup
+ * failed, held while rank-1's connection may still come (that rank may have failed a
+ * check that this rank makes too after ring setup, whose error says more). A held notice
+ * is reported at the next bootstrap call or check.
+ */
 static braid_status_t ring_claim_prev(braid_bootstrap_t *bs, const bs_link_hello_t *want,
                                       int64_t deadline)
 {
-    int prev = want->from;
     for (;;) {
-        braid_status_t st = link_claim(bs->lis, want, deadline, bs->abort_fd, bs->next_fd,
-                                       &bs->prev_fd);
-        if (st == BRAID_INPROGRESS)
-            st = braid_bootstrap_ring_watch(bs, RING_SETUP);
-        else if (st < 0)
-            return braid_bootstrap_peer_err(bs, st, prev, RING_SETUP " (waiting for its "
-                                            "connection)");
-        if (st != BRAID_OK || bs->prev_fd >= 0)
+        int64_t until = bs->back_held && bs->back_held + BS_HOLD_NS < deadline
+                            ? bs->back_held + BS_HOLD_NS : deadline;
+        braid_status_t st = link_claim(bs->lis, want, until, bs->abort_fd,
+                                       bs->back_held ? -1 : bs->next_fd, &bs->prev_fd);
+        if (st == BRAID_OK)
             return st;
+        if (st == BRAID_INPROGRESS)
+            BRAID_CHECK(braid_bootstrap_ring_hold(bs, RING_SETUP));
+        else if (st == BRAID_ERR_TIMEOUT && until < deadline)
+            return braid_bootstrap_ring_watch(bs, RING_SETUP);   /* the held notice */
+        else
+            return braid_bootstrap_peer_err(bs, st, want->from, RING_SETUP " (waiting for "
+                                            "its connection)");
     }
 }
 

@@ -33,7 +33,6 @@
 #define BS_FRAME_DATA 0x41544144u  /* "DATA" */
 #define BS_FRAME_FAIL 0x4c494146u  /* "FAIL" */
 #define RING_NOTICE_NS 1000000000ll /* at most this long to pass a notice on */
-#define RING_HOLD_NS 1000000000ll   /* a step holds a notice this long before failing */
 
 typedef enum {
     BS_FAIL_CLOSED = 1,         /* its connection closed: it died */
@@ -235,19 +234,26 @@ static braid_status_t ring_back_poll(braid_bootstrap_t *bs, ring_xfer_t *sx, con
 }
 
 /*
- * While a step waits: a notice from rank+1 is passed on at once, but held, not reported,
- * for RING_HOLD_NS: the step may still complete (the rank that failed may have done its
- * part of this call), and then the caller's next step says more than the notice would.
+ * While a step waits: a notice from rank+1 is passed on at once. One that a rank's setup
+ * failed is held, not reported, for BS_HOLD_NS: the step may still complete (that rank
+ * may have done its part of this call, then failed a check the others make too, whose
+ * error says more than the notice).
  */
+static braid_status_t ring_back_hold_notice(braid_bootstrap_t *bs, ring_xfer_t *sx,
+                                            const char *what)
+{
+    BRAID_CHECK(ring_notice_relay(bs, sx, &bs->back, 1, what));
+    if (bs->back.reason != BS_FAIL_SETUP)   /* a rank died or gave up: nothing to wait for */
+        return ring_notice_error(bs, &bs->back, what);
+    bs->back_held = braid_time_ns();
+    return BRAID_OK;
+}
+
 static braid_status_t ring_back_hold(braid_bootstrap_t *bs, ring_xfer_t *sx, const char *what)
 {
     int notice;
     BRAID_CHECK(ring_back_read(bs, sx, what, &notice));
-    if (notice) {
-        BRAID_CHECK(ring_notice_relay(bs, sx, &bs->back, 1, what));
-        bs->back_held = braid_time_ns();
-    }
-    return BRAID_OK;
+    return notice ? ring_back_hold_notice(bs, sx, what) : BRAID_OK;
 }
 
 /* A transfer with a neighbour failed: prefer a notice already there, else start one. */
@@ -307,14 +313,14 @@ static braid_status_t ring_step(braid_bootstrap_t *bs, const void *sbuf, void *r
         }
         if (ring_xfer_done(&sx) && ring_xfer_done(&rx))
             return BRAID_OK;
-        if (bs->back_held && braid_time_ns() - bs->back_held >= RING_HOLD_NS)
+        if (bs->back_held && braid_time_ns() - bs->back_held >= BS_HOLD_NS)
             return ring_back_poll(bs, &sx, what);
         pfd[0] = (struct pollfd){ .fd = ring_xfer_done(&sx) ? -1 : sx.fd, .events = POLLOUT };
         pfd[1] = (struct pollfd){ .fd = ring_xfer_done(&rx) ? -1 : rx.fd, .events = POLLIN };
         /* a notice rank+1 passes back while we wait for rank-1 (it sends nothing else) */
         pfd[2] = (struct pollfd){ .fd = bs->next_gone || bs->back_held ? -1 : bs->next_fd,
                                   .events = POLLIN };
-        st = braid_socket_wait(pfd, 3, deadline, bs->back_held ? RING_HOLD_NS / 10 : 0,
+        st = braid_socket_wait(pfd, 3, deadline, bs->back_held ? BS_HOLD_NS / 10 : 0,
                                bs->abort_fd);
         if (st < 0)   /* a timeout while only sending means rank+1 stopped reading */
             return ring_step_fail(bs, &sx, st, st == BRAID_ERR_TIMEOUT && pfd[1].fd < 0, what);
@@ -332,6 +338,19 @@ static braid_status_t ring_watch_closed(braid_bootstrap_t *bs, int peer, int err
     ring_notice_start(bs, NULL, peer, BS_FAIL_CLOSED);
     errno = err;
     return braid_bootstrap_peer_err(bs, BRAID_ERR_REMOTE, peer, what);
+}
+
+braid_status_t braid_bootstrap_ring_hold(braid_bootstrap_t *bs, const char *what)
+{
+    int notice;
+    braid_status_t st = ring_back_read(bs, NULL, what, &notice);
+    if (st == BRAID_OK && bs->next_gone)   /* even in good order: it cannot be done yet */
+        st = ring_watch_closed(bs, ring_next(bs), 0, what);
+    else if (st == BRAID_OK && notice)
+        st = ring_back_hold_notice(bs, NULL, what);
+    if (st < 0)
+        bs->failed = st;
+    return st;
 }
 
 /* What rank-1 sent: a notice is taken; data of its next call ahead of ours is left. */
