@@ -71,19 +71,20 @@ void ft_watchdog(int seconds)
     alarm((unsigned)seconds);
 }
 
-static int free_port(void)
+int ft_free_port(void)
 {
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-        return -1;
-    close(fd);
-    return ntohs(a.sin_port);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
 }
 
-static int shared_map(void)
+int ft_shared_map(void)
 {
     if (ft_sh != NULL) {
         memset(ft_sh, 0, sizeof(*ft_sh));
@@ -95,6 +96,19 @@ static int shared_map(void)
         return -1;
     ft_sh = p;
     return 0;
+}
+
+int ft_proc_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');   /* the state follows the name, which may hold anything */
+    return p != NULL && p[1] == ' ' && p[2] == 'T';
 }
 
 static void reap_all(pid_t *pids, int n, int *status_p, double limit_s)
@@ -128,8 +142,8 @@ int ft_launch(int n, int (*fn)(int rank, int nranks), double limit_s, int *statu
 {
     char buf[64];
     pid_t pids[FT_MAX_RANKS];
-    int port = free_port();
-    if (n > FT_MAX_RANKS || port < 0 || shared_map() != 0) {
+    int port = ft_free_port();
+    if (n > FT_MAX_RANKS || port < 0 || ft_shared_map() != 0) {
         fprintf(stderr, "%s: cannot set up the launcher\n", ft_name);
         return 99;
     }

@@ -35,6 +35,13 @@ extern ft_shared_t *ft_sh;
 extern const char *ft_name;   /* test name, for messages */
 
 double ft_now(void);
+
+/* The page every process shares: mapped once, zeroed again on later calls. 0, or -1. */
+int ft_shared_map(void);
+/* A loopback TCP port free a moment ago, or -1. */
+int ft_free_port(void);
+/* Has process pid stopped (SIGSTOP, or its own raise at BRAID_SETUP_PAUSE)? */
+int ft_proc_stopped(pid_t pid);
 void ft_sleep(double seconds);
 
 /* Report a failure (one line) and count it. */

@@ -137,17 +137,9 @@ static int mid_rank(int rank, int n)
  */
 static void setup_watcher(pid_t victim)
 {
-    char path[64], buf[512];
     double deadline = ft_now() + 30;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)victim);
     while (ft_now() < deadline) {
-        FILE *f = fopen(path, "r");
-        size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f != NULL)
-            fclose(f);
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')');
-        if (p != NULL && p[1] == ' ' && p[2] == 'T') {
+        if (ft_proc_stopped(victim)) {
             ft_sh->t_event = ft_now();
             kill(victim, SIGKILL);
             break;

@@ -37,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -123,17 +122,9 @@ static void kill_all(void)
 /* Wait until rank's process has stopped itself (BRAID_SETUP_PAUSE). */
 static int wait_stopped(const char *name, int rank)
 {
-    char path[PATH_LEN], buf[512];
     double deadline = ft_now() + STATE_S;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pids[rank]);
     for (;;) {
-        FILE *f = fopen(path, "r");
-        size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f != NULL)
-            fclose(f);
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')');
-        if (p != NULL && p[1] == ' ' && p[2] == 'T')
+        if (ft_proc_stopped(pids[rank]))
             return 0;
         if (ft_now() > deadline) {
             ft_fail("%s: rank %d never stopped at its setup pause in %.0f s", name, rank,
@@ -212,33 +203,10 @@ static void check_survivor(const char *name, int r, double t_kill, const char *w
                t);
 }
 
-static int setup_shared(void)
-{
-    void *p = mmap(NULL, sizeof(ft_shared_t), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return -1;
-    ft_sh = p;
-    return 0;
-}
-
-static int free_port(void)
-{
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 /* A fresh case: logs, results, a port for the job. */
 static int case_begin(const char *name, char *comm_id, size_t len)
 {
-    int port = free_port();
+    int port = ft_free_port();
     memset(ft_sh, 0, sizeof(*ft_sh));
     log_clear(FT_MAX_RANKS);
     ncases++;
@@ -448,7 +416,7 @@ int main(void)
     setenv("BRAID_BOOTSTRAP_TIMEOUT", "60", 1);
     setenv("NCCL_DEBUG", "INFO", 1);
     setenv("NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP", 1);
-    if (setup_shared() != 0 || mkdtemp(logdir) == NULL) {
+    if (ft_shared_map() != 0 || mkdtemp(logdir) == NULL) {
         perror("setup_fault");
         return 99;
     }

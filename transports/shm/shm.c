@@ -29,7 +29,6 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "core/proc.h"
-#include "core/socket.h"
 #include "transports/shm/cma.h"
 #include "transports/shm/shm.h"
 
@@ -446,12 +445,11 @@ static braid_status_t shm_create_own(braid_comm_t *comm)
  * cannot remove its own): so a rank failed, and the notice of it is on its way through
  * the bootstrap. Wait for it a little, to name the rank that failed.
  */
-#define SHM_GONE_WAIT_NS (2000 * 1000000ll)
+#define SHM_GONE_WAIT_MS 2000
 
 static braid_status_t shm_peer_gone(braid_comm_t *comm, int r, const char *name)
 {
-    int64_t end = braid_time_ns() + SHM_GONE_WAIT_NS;
-    while (braid_time_ns() < end) {
+    for (int ms = 0; ms < SHM_GONE_WAIT_MS; ms += 5) {
         struct timespec ts = { 0, 5000000 };
         BRAID_CHECK(braid_bootstrap_check(comm->bs));
         nanosleep(&ts, NULL);
