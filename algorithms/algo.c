@@ -16,10 +16,10 @@
 #include <stdint.h>
 
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 #include "algorithms/tune.h"
 #include "algorithms/usched.h"
-#include "core/log.h"
+#include "base/log.h"
 
 extern const braid_algo_t braid_algo_oneshot;
 extern const braid_algo_t braid_algo_twoshot;

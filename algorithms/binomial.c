@@ -29,7 +29,7 @@
  * (FIFOs hold >= 2 slots), an earlier slice. Each link carries one message per slice.
  */
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 /* Children of virtual rank v (as virtual ranks), deepest subtree first; returns how many. */
 static int binomial_kids(int n, int v, int kids[32])

@@ -22,7 +22,7 @@
  * position waits for no one, and the waits never form a cycle.
  */
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 /*
  * Steps moving blocks slot .. slot+nb-1 (mod n) of `ring` (blk bytes each) to or from the

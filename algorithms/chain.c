@@ -14,7 +14,7 @@
  * writes the same offsets in its final step, which the kernels allow.
  */
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 /*
  * Chain broadcast: root -> root+1 -> ... -> root-1, each forwarding slice by slice.

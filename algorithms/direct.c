@@ -18,7 +18,7 @@
  * the waits never form a cycle.
  */
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 /*
  * Gather: every rank sends its `count` elements to the root, which stores rank i's block

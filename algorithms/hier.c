@@ -41,7 +41,7 @@
 #include <stdlib.h>
 
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 #include "topo/topo.h"
 
 /* A ring over a group: its ranks in ring order and this rank's place. */

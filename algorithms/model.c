@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 #include "algorithms/tune.h"
 
 /*

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/nccl_ext.h"
+#include "base/nccl_ext.h"
 #include "nccl.h"
 
 /* The collectives a tuner is asked about (the first five; the rest never reach it). */

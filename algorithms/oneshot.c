@@ -17,7 +17,7 @@
  * 8.6 vs 5.4 us at 8 KiB; 4 ranks 5-7 vs 11-13 us at 64 B-1 KiB, even at 2-4 KiB.
  */
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 static braid_status_t oneshot_build(const braid_coll_t *coll, braid_sched_t *s)
 {

@@ -22,7 +22,7 @@
  */
 #include "algorithms/model.h"
 #include "algorithms/rd.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 static braid_status_t rabenseifner_build(const braid_coll_t *c, braid_sched_t *s)
 {

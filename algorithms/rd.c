@@ -30,7 +30,7 @@
  */
 #include "algorithms/model.h"
 #include "algorithms/rd.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 void braid_rd_init(braid_rd_t *rd, const braid_coll_t *c, int by_rank)
 {

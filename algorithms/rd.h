@@ -19,7 +19,7 @@
 #define BRAID_ALGORITHMS_RD_H
 
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 typedef struct braid_rd {
     int n, p, extra;    /* ranks, participants (a power of two), folded pairs (n - p) */

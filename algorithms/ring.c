@@ -15,7 +15,7 @@
  * reductions so that ncclAvg and ncclPreMulSum still scale the value).
  */
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 /* Byte offset and length of chunk c when `count` elements are split into n chunks. */
 static size_t ring_chunk(const braid_coll_t *coll, int c, size_t *bytes_p)

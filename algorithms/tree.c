@@ -40,7 +40,7 @@
  * All ranks get the same bits: each half is reduced once, at its root, and only copied.
  */
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 /* NCCL's binary tree over positions 0..n-1: parent (-1 at the root) and children (-1 when
  * absent) of position p. */

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 #define BRAID_TUNE_LOGGED 8
 

@@ -26,7 +26,7 @@
  *
  * Every rank must choose alike: the plugin must answer the same on every rank, as NCCL
  * requires too. A rank that runs another algorithm fails the call on its peers with a
- * mismatch naming both algorithms (the message header carries it, src/core/exec.c).
+ * mismatch naming both algorithms (the message header carries it, src/exec/exec.c).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -36,8 +36,8 @@
 
 #include "algorithms/nccl_tuner.h"
 #include "algorithms/tune.h"
-#include "core/log.h"
-#include "core/plugin.h"
+#include "base/log.h"
+#include "base/plugin.h"
 
 #define TP_ERR_MAX 768
 

@@ -42,7 +42,7 @@
  * matches, so there the ring stays the default.
  */
 #include "algorithms/model.h"
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 static braid_ref_t hello_ref(int rank)
 {

@@ -13,8 +13,8 @@
 #include "algorithms/model.h"
 #include "algorithms/tune.h"
 #include "algorithms/usched.h"
-#include "core/log.h"
-#include "core/sim.h"
+#include "base/log.h"
+#include "algorithms/sim.h"
 
 #define US_MAX_RANKS 1024
 #define US_MAX_CHUNKS 4096

@@ -5,7 +5,7 @@
  *
  * Loading parses the file, checks every step (peers, regions inside their buffers, sizes),
  * matches every send with its receive, then runs every rank's schedule in the one-process
- * simulator (src/core/sim.h) over two-slot FIFOs and small slices: a deadlock, a transport
+ * simulator (algorithms/sim.h) over two-slot FIFOs and small slices: a deadlock, a transport
  * misuse or a wrong result (an integer sum checked against the collective's definition)
  * rejects the file, with the line and the reason. The same check in place decides whether
  * the schedule also runs in-place calls (else it declines them).
@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 #define BRAID_USCHED_MAX 16
 

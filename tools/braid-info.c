@@ -16,10 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 #include "algorithms/tune.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "kernels/kernels.h"
 #include "topo/topo.h"
 

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
+#include "base/status.h"
 
 /* What a message is part of: compared by the receiver with its own call. */
 typedef struct braid_msg_hdr {
@@ -54,7 +54,7 @@ struct braid_conn {
     int peer;                   /* the rank at the other end */
     size_t slot_size;           /* capacity of every slot */
     /* Order of use among the operations of one communicator: an operation may touch this
-     * connection only while its ticket is being served (see src/core/exec.c). */
+     * connection only while its ticket is being served (see src/exec/exec.c). */
     uint64_t ticket_next, ticket_serving;
 };
 

@@ -13,8 +13,8 @@
 #include "kernels/kernels.h"
 #include "kernels/host/fp.h"
 #include "kernels/host/reduce_impl.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 /*
  * Copies in [COPY_NT_MIN, COPY_NT_MAX) go through the variant's streaming copy; others, and
@@ -182,42 +182,6 @@ void braid_kern_copy_stream(void *dst, const void *src, size_t bytes)
 {
     if (bytes != 0)
         kern_table()->copy_large(dst, src, bytes);
-}
-
-/* ---- datatypes ---- */
-
-static const struct {
-    const char *name;
-    size_t size;
-    int is_float;
-} kern_dtypes[BRAID_NUM_DTYPES] = {
-    [BRAID_INT8] = { "int8", 1, 0 },         [BRAID_UINT8] = { "uint8", 1, 0 },
-    [BRAID_INT32] = { "int32", 4, 0 },       [BRAID_UINT32] = { "uint32", 4, 0 },
-    [BRAID_INT64] = { "int64", 8, 0 },       [BRAID_UINT64] = { "uint64", 8, 0 },
-    [BRAID_FP16] = { "float16", 2, 1 },      [BRAID_FP32] = { "float32", 4, 1 },
-    [BRAID_FP64] = { "float64", 8, 1 },      [BRAID_BF16] = { "bfloat16", 2, 1 },
-    [BRAID_FP8_E4M3] = { "float8e4m3", 1, 1 }, [BRAID_FP8_E5M2] = { "float8e5m2", 1, 1 },
-};
-
-size_t braid_dtype_size(braid_dtype_t dt)
-{
-    return (unsigned)dt < BRAID_NUM_DTYPES ? kern_dtypes[dt].size : 0;
-}
-
-const char *braid_dtype_name(braid_dtype_t dt)
-{
-    return (unsigned)dt < BRAID_NUM_DTYPES ? kern_dtypes[dt].name : "invalid";
-}
-
-int braid_dtype_is_float(braid_dtype_t dt)
-{
-    return (unsigned)dt < BRAID_NUM_DTYPES ? kern_dtypes[dt].is_float : 0;
-}
-
-const char *braid_opkind_name(braid_opkind_t op)
-{
-    static const char *const names[BRAID_NUM_OPS] = { "sum", "prod", "max", "min" };
-    return (unsigned)op < BRAID_NUM_OPS ? names[op] : "invalid";
 }
 
 braid_scalar_t braid_scalar_load(braid_dtype_t dt, const void *p)

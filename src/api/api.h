@@ -22,7 +22,7 @@
 #define BRAID_API_API_H
 
 #include "nccl.h"
-#include "core/status.h"
+#include "base/status.h"
 
 #define BRAID_EXPORT __attribute__((visibility("default")))
 

@@ -8,8 +8,8 @@
 #include "api/api.h"
 #include "api/config.h"
 #include "core/enqueue.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 /* Calls that a group collects fail the whole group when they fail (see coll.c). */
 static ncclResult_t grouped_result(braid_status_t st)

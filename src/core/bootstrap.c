@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "core/bootstrap_int.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "topo/host.h"
 
 /* ---- helpers ---- */

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 #define BRAID_UID_MAGIC 0x44495242u /* "BRID" */
 #define BRAID_UID_VERSION 1u

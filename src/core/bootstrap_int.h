@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "core/bootstrap.h"
-#include "core/socket.h"
+#include "base/socket.h"
 
 #define BS_PROTO_MAGIC 0x53425242u   /* "BRBS" */
 #define BS_PROTO_VERSION 2u

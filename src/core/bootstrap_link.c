@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "core/bootstrap_int.h"
-#include "core/log.h"
+#include "base/log.h"
 
 #define LINK_MAGIC 0x4b4c5242u               /* "BRLK" */
 #define LINK_SLICE_NS (20 * 1000000ll)       /* how often a waiter looks at the queue */

@@ -28,7 +28,7 @@
 #include <sys/socket.h>
 
 #include "core/bootstrap_int.h"
-#include "core/log.h"
+#include "base/log.h"
 
 #define BS_FRAME_DATA 0x41544144u  /* "DATA" */
 #define BS_FRAME_FAIL 0x4c494146u  /* "FAIL" */

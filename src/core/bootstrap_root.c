@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "core/bootstrap_int.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "topo/host.h"
 
 #define ROOT_HELLO_NS (5 * 1000000000ll)  /* a connection has this long to send its hello */

@@ -27,9 +27,9 @@
 
 #include "core/calib.h"
 #include "core/enqueue.h"
-#include "core/exec.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "exec/exec.h"
+#include "base/log.h"
+#include "base/param.h"
 
 #define CALIB_SMALL 8
 #define CALIB_LARGE (1 << 20)

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "core/comm.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/proc.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/proc.h"
 #include "device/device.h"
 #include "algorithms/usched.h"
 #include "core/calib.h"

@@ -9,10 +9,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 #include "core/bootstrap.h"
-#include "core/exec.h"
-#include "core/status.h"
+#include "exec/exec.h"
+#include "base/status.h"
 #include "algorithms/tune.h"
 #include "topo/topo.h"
 #include "transports/transport.h"

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/log.h"
-#include "core/proc.h"
+#include "base/log.h"
+#include "base/proc.h"
 #include "transports/net/net.h"
 #include "transports/shm/shm.h"
 

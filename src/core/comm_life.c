@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "core/comm.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "transports/net/net.h"
 #include "transports/shm/shm.h"
 

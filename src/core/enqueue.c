@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/enqueue.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "transports/shm/shm.h"
 
 typedef struct group_job {

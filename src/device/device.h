@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "core/status.h"
+#include "base/status.h"
 
 /* Whether calls should check their buffers: BRAID_HOST_PTR_CHECK=1, or =auto (the default)
  * and a CUDA or HIP runtime is loaded in this process. Evaluated at communicator init. */

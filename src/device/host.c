@@ -7,7 +7,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "core/param.h"
+#include "base/param.h"
 #include "device/device.h"
 
 /* Runtimes whose device pointers live in our address space but fault on CPU access. */

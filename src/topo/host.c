@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/param.h"
+#include "base/param.h"
 
 #define HOST_BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topo/topo.h"
 
 const char *braid_link_name(braid_link_t l)

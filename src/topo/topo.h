@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "core/status.h"
+#include "base/status.h"
 
 /* How two ranks reach each other, cheapest first. */
 typedef enum braid_link {

@@ -12,7 +12,7 @@
  *              comm 1 is then aborted too.
  *
  * "Seen waiting": the library's executor, finding nothing to move, backs off with
- * sched_yield and then nanosleep (src/core/exec.c). This program defines both (the
+ * sched_yield and then nanosleep (src/exec/exec.c). This program defines both (the
  * library's calls reach the executable's definitions first): called by the thread inside
  * the all-reduce, they mark the call as waiting, and only then does the abort go out. No
  * sleep decides when.

@@ -1,6 +1,6 @@
 /*
  * The harness of the schedule tests (test_sched.c, test_sched_faults.c): test cases, their
- * buffers and inputs, the calls handed to the simulator of src/core/sim.c, and the references the
+ * buffers and inputs, the calls handed to the simulator of algorithms/sim.c, and the references the
  * results are compared with (see sched_harness.h).
  *
  * Inputs are chosen so that the exact result is representable and every partial result on

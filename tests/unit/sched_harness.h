@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/sim.h"
+#include "algorithms/sim.h"
 
 /* ncclRedOp_t numbering for the first five; PREMULSUM stands for a ncclRedOpCreatePreMulSum
  * handle. */
@@ -76,7 +76,7 @@ void sh_tc_call(const tcase_t *tc, int r, rbuf_t *rb, braid_sim_call_t *c);
 
 /* Run the case on every rank and check every output; fails the current test with the case's
  * description. A forced algorithm may decline the case only as an algorithm declines a call
- * (algorithms/sched.h): its builder returns BRAID_ERR_UNSUPPORTED and its cost function
+ * (src/exec/sched.h): its builder returns BRAID_ERR_UNSUPPORTED and its cost function
  * BRAID_COST_NONE; the case is then counted as declined, not run. Any other failure of the
  * builder, or a decline its cost function does not share, fails the case. */
 void sh_run_case(const tcase_t *tc);

@@ -24,9 +24,9 @@
 #include <unistd.h>
 
 #include "core/bootstrap.h"
-#include "core/param.h"
-#include "core/socket.h"
-#include "core/status.h"
+#include "base/param.h"
+#include "base/socket.h"
+#include "base/status.h"
 #include "topo/host.h"
 
 #define MAX_RANKS 8

@@ -23,8 +23,8 @@
 
 #include <cmocka.h>
 
-#include "core/socket.h"
-#include "core/status.h"
+#include "base/socket.h"
+#include "base/status.h"
 #include "transports/net/net.h"
 
 static const braid_net_ops_t *P;   /* the provider under test */

@@ -1,5 +1,5 @@
 /*
- * Parameters, logging and error recording (src/core/param.c, log.c, err.c): value parsing,
+ * Parameters, logging and error recording (src/base/param.c, log.c, err.c): value parsing,
  * BRAID_ over NCCL_ over default, rejected values, NCCL_DEBUG* handling, the log line
  * format, and the last-error text under concurrent writers and readers.
  */
@@ -19,9 +19,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/status.h"
 
 static char test_dir[] = "/tmp/braid_test_param_XXXXXX";
 

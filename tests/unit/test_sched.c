@@ -1,6 +1,6 @@
 /*
  * Schedules, simulated: every algorithm on 1 to 17 ranks, run by the real executor over the
- * in-memory transport of src/core/sim.c, compared with a reference computed by sched_harness.c.
+ * in-memory transport of algorithms/sim.c, compared with a reference computed by sched_harness.c.
  * Here: the selector, every shape, datatype and op, two-shot pulls and all-to-allv; send/recv
  * groups and what must fail are in test_sched_faults.c.
  */

@@ -29,10 +29,10 @@
 #include <unistd.h>
 
 #include "core/comm.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/proc.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/proc.h"
+#include "base/socket.h"
 #include "transports/net/net.h"
 
 #define NET_HDR 64u

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
+#include "base/status.h"
 
 /* Bytes of a listen handle: NCCL_NET_HANDLE_MAXSIZE. */
 #define BRAID_NET_HANDLE_MAX 128

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "transports/shm/cma.h"
 
 #ifndef PR_SET_PTRACER

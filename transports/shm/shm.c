@@ -26,9 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/param.h"
-#include "core/proc.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/proc.h"
 #include "transports/shm/cma.h"
 #include "transports/shm/shm.h"
 

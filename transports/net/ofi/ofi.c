@@ -44,8 +44,8 @@
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_prov.h>   /* fi_param_get_str: libfabric's own FI_PROVIDER */
 
-#include "core/log.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/socket.h"
 
 #define OFI_API_VERSION FI_VERSION(1, 11)
 #define OFI_DEFAULT_PROV "tcp;ofi_rxm"   /* plain Ethernet, when no real fabric is found */

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/nccl_ext.h"
+#include "base/nccl_ext.h"
 #include "nccl.h"
 
 /* Bytes of a listen handle, the opaque blob a receiver gives its sender. */

@@ -37,10 +37,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/log.h"
-#include "core/param.h"
-#include "core/plugin.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/plugin.h"
+#include "base/socket.h"
 #include "transports/net/net.h"
 #include "transports/net/plugin/nccl_net.h"
 

@@ -7,7 +7,7 @@
  * receiver reads the length first, so a message longer than the receive it meets is an
  * error naming both sizes, before any of its bytes land in the buffer.
  *
- * The interface is the one the bootstrap uses (src/core/socket.h: NCCL_SOCKET_IFNAME,
+ * The interface is the one the bootstrap uses (src/base/socket.h: NCCL_SOCKET_IFNAME,
  * NCCL_SOCKET_FAMILY, else NCCL's automatic order), chosen once per process.
  */
 #include <errno.h>
@@ -18,8 +18,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "core/log.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "transports/net/net.h"
 
 #define SOCK_HANDLE_MAGIC 0x62736f636b6e6574ull   /* "bsocknet" */

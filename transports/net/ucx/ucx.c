@@ -32,9 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/param.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/socket.h"
 #include "transports/net/net.h"
 
 #ifdef HAVE_UCX

@@ -1,5 +1,5 @@
 /*
- * Pull steps: hellos and reads of peers' buffers. See exec_pull.h and algorithms/sched.h.
+ * Pull steps: hellos and reads of peers' buffers. See exec_pull.h and src/exec/sched.h.
  *
  * A read fails when the peer is gone or aborted; the communicator's checks (the op's hooks)
  * then name the rank and the reason, as they do for a rank that waits on a FIFO.
@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/exec_pull.h"
-#include "core/log.h"
-#include "core/proc.h"
+#include "exec/exec_pull.h"
+#include "base/log.h"
+#include "base/proc.h"
 #include "transports/shm/cma.h"
 
 typedef struct exec_hello {

@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/nccl_ext.h"
-#include "core/status.h"
+#include "base/nccl_ext.h"
+#include "base/status.h"
 #include "nccl.h"
 
 /* A setting names a plugin unless it is empty or "none" (any case). */

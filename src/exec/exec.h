@@ -1,5 +1,5 @@
 /*
- * The executor: runs schedules (algorithms/sched.h) over transport connections.
+ * The executor: runs schedules (src/exec/sched.h) over transport connections.
  *
  * An operation (braid_op_t) is one call of one rank: a schedule, the buffers it names, the
  * reduction, and the connections to its peers. braid_op_progress() is resumable: it does as
@@ -8,7 +8,7 @@
  * the one-process schedule simulator of the unit tests) by calling it round-robin.
  * braid_exec_run() is that loop, with back-off, peer checks and the collective timeout.
  *
- * Pull steps (algorithms/sched.h) read a peer's buffer directly: with plain loads when the
+ * Pull steps (src/exec/sched.h) read a peer's buffer directly: with plain loads when the
  * peer is a thread of this process, else with cross-memory attach (transports/shm/cma.h),
  * straight into the destination for a copy, or through a small per-op bounce buffer that
  * stays in cache for a reduction.
@@ -18,7 +18,8 @@
 
 #include <stdint.h>
 
-#include "algorithms/sched.h"
+#include "exec/sched.h"
+#include "base/time.h"
 #include "kernels/kernels.h"
 #include "transports/transport.h"
 
@@ -108,8 +109,5 @@ void braid_op_finish(braid_op_t *op);
  * other ops are left as they are; the caller finishes them all).
  */
 braid_status_t braid_exec_run(braid_op_t **ops, int nops);
-
-/* Monotonic time in seconds. */
-double braid_now(void);
 
 #endif

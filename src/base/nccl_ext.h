@@ -1,7 +1,7 @@
 /*
  * What every kind of external NCCL plugin (net, tuner) shares in NCCL's binary interface:
  * the logger NCCL hands a plugin at init, its log levels and subsystem bits. ABI facts,
- * values as NCCL's releases have them; braid's own subsystem bits (core/log.h) are the same.
+ * values as NCCL's releases have them; braid's own subsystem bits (base/log.h) are the same.
  *
  * Included by braid's plugin loaders and by the test suite's plugins; needs only
  * include/nccl.h.

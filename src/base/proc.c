@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/param.h"
-#include "core/proc.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/proc.h"
 
 int braid_proc_stat(int pid, char *state_p, uint64_t *starttime_p)
 {

@@ -1,7 +1,7 @@
 /*
  * One-process schedule simulator (DESIGN.md section 2), for the schedule tests and for
  * checking user schedules at load (algorithms/usched.c): every rank of a call runs its
- * schedule through the real executor (src/core/exec.c) over in-memory FIFOs, driven
+ * schedule through the real executor (src/exec/exec.c) over in-memory FIFOs, driven
  * round-robin by one thread. Deterministic: a full round in which no rank moves while some
  * are not done is a deadlock, reported with the stuck ranks and their steps.
  *
@@ -18,8 +18,8 @@
 #ifndef BRAID_CORE_SIM_H
 #define BRAID_CORE_SIM_H
 
-#include "algorithms/sched.h"
-#include "core/exec.h"
+#include "exec/sched.h"
+#include "exec/exec.h"
 
 typedef struct braid_sim_cfg {
     int nslots;             /* slots per FIFO, >= 2 */

@@ -4,8 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/log.h"
-#include "core/plugin.h"
+#include "base/log.h"
+#include "base/plugin.h"
 
 int braid_plugin_named(const char *value)
 {

@@ -1,14 +1,14 @@
 /*
- * Pull steps of the executor (algorithms/sched.h): the per-call hello table, and reading a
+ * Pull steps of the executor (src/exec/sched.h): the per-call hello table, and reading a
  * peer's buffer, with plain loads when the peer is a thread of this process, else with
  * cross-memory attach (transports/shm/cma.h): straight into the destination for a copy, or
  * through a small bounce buffer that stays in cache for anything that computes.
- * Internal to src/core/exec.c.
+ * Internal to src/exec/exec.c.
  */
 #ifndef BRAID_CORE_EXEC_PULL_H
 #define BRAID_CORE_EXEC_PULL_H
 
-#include "core/exec.h"
+#include "exec/exec.h"
 
 /* Check what the executor relies on for pulls and hellos; when the schedule uses them,
  * allocate the hello table with this rank's own record filled in. */

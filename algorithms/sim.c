@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/sim.h"
+#include "algorithms/sim.h"
 
 typedef struct sim_world sim_world_t;
 
@@ -336,7 +336,7 @@ static int sim_drive(sim_world_t *w, braid_op_t *ops, braid_sim_call_t *calls, i
     free(saved);
     return rc;
 }
-/* The library's own loop (src/core/exec.c), as a group of one process would run. */
+/* The library's own loop (src/exec/exec.c), as a group of one process would run. */
 static int sim_exec_run(braid_op_t *ops, int ncalls, braid_sim_result_t *res)
 {
     braid_op_t **list = malloc(((size_t)ncalls + 1) * sizeof(*list));

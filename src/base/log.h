@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 /* The braid release; the build defines it (configure's PACKAGE_VERSION). */
 #ifndef BRAID_VERSION_STRING

@@ -13,7 +13,7 @@
  *
  * Pull steps take no connection: they read a peer's buffer at the address its hello gave
  * (the hello table is filled by ordinary receives of an earlier stage) and never wait
- * (src/core/exec_pull.c).
+ * (src/exec/exec_pull.c).
  */
 #include <sched.h>
 #include <stddef.h>
@@ -22,17 +22,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/exec.h"
-#include "core/exec_pull.h"
-#include "core/log.h"
-#include "core/param.h"
-
-double braid_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "exec/exec.h"
+#include "exec/exec_pull.h"
+#include "base/log.h"
+#include "base/param.h"
 
 void braid_op_clear(braid_op_t *op)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algorithms/sched.h"
+#include "exec/sched.h"
 
 static const char *const coll_names[BRAID_COLL_NUM] = {
     [BRAID_COLL_ALLREDUCE] = "AllReduce",         [BRAID_COLL_BROADCAST] = "Broadcast",

@@ -18,8 +18,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 typedef struct param_entry {
     braid_param_t desc;

@@ -16,7 +16,7 @@
  * all one step shape. A step with a receive and a source but without BRAID_STEP_REDUCE
  * copies the received data and ignores src (never useful; builders do not emit it).
  *
- * The executor (src/core/exec.c) cuts every step into slices and runs the steps of a
+ * The executor (src/exec/exec.c) cuts every step into slices and runs the steps of a
  * *stage* slice by slice: slice i of every step of the stage, in step order, then slice
  * i+1. So within a stage a step may only depend on earlier steps at the same offsets
  * relative to their regions (true of ring and direct algorithms). A step with
@@ -48,7 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "kernels/kernels.h"
 
 typedef enum {

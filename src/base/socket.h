@@ -26,7 +26,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "core/status.h"
+#include "base/status.h"
+#include "base/time.h"
 
 typedef union braid_sockaddr {
     struct sockaddr sa;
@@ -35,11 +36,6 @@ typedef union braid_sockaddr {
 } braid_sockaddr_t;
 
 #define BRAID_SOCKADDR_STRLEN 96
-#define BRAID_DEADLINE_NONE INT64_MAX
-
-/* Monotonic clock in nanoseconds; the deadline `seconds` from now (<= 0: none). */
-int64_t braid_time_ns(void);
-int64_t braid_deadline_after_s(int64_t seconds);
 
 /* "1.2.3.4:5" or "[fe80::1%eth0]:5"; always NUL-terminated, returns buf. */
 const char *braid_sockaddr_str(const braid_sockaddr_t *addr, char *buf, size_t len);

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "status.h"
+#include "base/status.h"
 
 typedef enum {
     BRAID_PARAM_INT,    /* integer (decimal or 0x hex) */

@@ -2,7 +2,7 @@
  * TCP helpers for the bootstrap (see socket.h): addresses, interface choice, listen,
  * connect with retry, and deadline-bounded transfers that an abort descriptor can cut short.
  */
-#include "core/socket.h"
+#include "base/socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,29 +18,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 #define SOCK_BACKLOG 16384
 #define SOCK_WAIT_MAX 8                      /* descriptors one braid_socket_wait watches */
 #define SOCK_RETRY_FIRST_NS (10 * 1000000ll) /* first sleep between refused connects */
 #define SOCK_RETRY_MAX_NS (200 * 1000000ll)
 
-/* ---- time and addresses ---- */
-
-int64_t braid_time_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-int64_t braid_deadline_after_s(int64_t seconds)
-{
-    if (seconds <= 0 || seconds > INT64_MAX / 2000000000ll)
-        return BRAID_DEADLINE_NONE;
-    return braid_time_ns() + seconds * 1000000000ll;
-}
+/* ---- addresses ---- */
 
 socklen_t braid_sockaddr_len(const braid_sockaddr_t *addr)
 {
