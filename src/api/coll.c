@@ -146,8 +146,10 @@ static ncclResult_t coll(braid_comm_t *comm, coll_args_t *a)
     { .kind = (_kind), .sendbuf = (_s), .recvbuf = (_r), .count = (_n),                     \
       .dtype = (braid_dtype_t)(_dt), .op = (int)(_op), .root = (_root) }
 
-BRAID_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count,
-          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclAllReduce);
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream)
 {
     (void)stream;
     coll_args_t a = { .what = "ncclAllReduce", .need = NEED_SEND | NEED_RECV,
@@ -156,8 +158,9 @@ BRAID_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, siz
     return coll(comm, &a);
 }
 
-BRAID_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
-          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclBroadcast);
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
 {
     (void)stream;
     int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
@@ -168,8 +171,9 @@ BRAID_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, siz
     return coll(comm, &a);
 }
 
-BRAID_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
-          ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclBcast);
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream)
 {
     (void)stream;
     coll_args_t a = { .what = "ncclBcast", .has_root = 1, .need = NEED_SEND | NEED_RECV,
@@ -177,8 +181,9 @@ BRAID_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t data
     return coll(comm, &a);
 }
 
-BRAID_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count,
-          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclReduce);
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
     (void)stream;
     int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
@@ -189,8 +194,9 @@ BRAID_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t
     return coll(comm, &a);
 }
 
-BRAID_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
-          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclAllGather);
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     (void)stream;
     coll_args_t a = { .what = "ncclAllGather", .need = NEED_SEND | NEED_RECV,
@@ -199,8 +205,10 @@ BRAID_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, siz
     return coll(comm, &a);
 }
 
-BRAID_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
-          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclReduceScatter);
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream)
 {
     (void)stream;
     coll_args_t a = { .what = "ncclReduceScatter", .need = NEED_SEND | NEED_RECV,
@@ -209,8 +217,9 @@ BRAID_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff,
     return coll(comm, &a);
 }
 
-BRAID_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count,
-          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclAlltoAll);
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     (void)stream;
     coll_args_t a = { .what = "ncclAlltoAll", .need = NEED_SEND | NEED_RECV,
@@ -219,8 +228,9 @@ BRAID_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size
     return coll(comm, &a);
 }
 
-BRAID_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
-          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclGather);
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream)
 {
     (void)stream;
     int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
@@ -231,8 +241,9 @@ BRAID_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t
     return coll(comm, &a);
 }
 
-BRAID_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
-          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclScatter);
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
 {
     (void)stream;
     int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
@@ -243,8 +254,9 @@ BRAID_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_
     return coll(comm, &a);
 }
 
-BRAID_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
-          int peer, ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclSend);
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
 {
     (void)stream;
     coll_args_t a = { .what = "ncclSend", .has_root = 1, .need = NEED_SEND,
@@ -252,8 +264,9 @@ BRAID_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataTy
     return coll(comm, &a);
 }
 
-BRAID_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
-          ncclComm_t comm, cudaStream_t stream)
+BRAID_API_TWIN(ncclRecv);
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
 {
     (void)stream;
     coll_args_t a = { .what = "ncclRecv", .has_root = 1, .need = NEED_RECV,
@@ -263,8 +276,9 @@ BRAID_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t d
 
 /* ---- RCCL's all-to-all spellings ----------------------------------------------------- */
 
-BRAID_API(ncclResult_t, ncclAllToAll, const void *sendbuff, void *recvbuff, size_t count,
-          ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
+BRAID_API_TWIN(ncclAllToAll);
+ncclResult_t ncclAllToAll(const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
 {
     (void)stream;
     coll_args_t a = { .what = "ncclAllToAll", .need = NEED_SEND | NEED_RECV,
@@ -327,9 +341,10 @@ static braid_status_t alltoallv(const void *sbuf, const size_t *scounts, const s
     return st;
 }
 
-BRAID_API(ncclResult_t, ncclAllToAllv, const void *sendbuff, const size_t sendcounts[],
-          const size_t sdispls[], void *recvbuff, const size_t recvcounts[],
-          const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
+BRAID_API_TWIN(ncclAllToAllv);
+ncclResult_t ncclAllToAllv(const void *sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                           void *recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
 {
     (void)stream;
     braid_status_t st = alltoallv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
@@ -341,10 +356,11 @@ BRAID_API(ncclResult_t, ncclAllToAllv, const void *sendbuff, const size_t sendco
 
 /* RCCL's MSCCL: run a schedule of mscclLoadAlgo (src/api/msccl_api.c) as the collective it
  * is written for, with that collective's checks; `count` as that collective takes it. */
-BRAID_API(ncclResult_t, mscclRunAlgo, const void *sendBuff, const size_t sendCounts[],
-          const size_t sDisPls[], void *recvBuff, const size_t recvCounts[],
-          const size_t rDisPls[], size_t count, ncclDataType_t dataType, int root, int peer,
-          ncclRedOp_t op, mscclAlgoHandle_t mscclAlgoHandle, ncclComm_t comm, hipStream_t stream)
+BRAID_API_TWIN(mscclRunAlgo);
+ncclResult_t mscclRunAlgo(const void *sendBuff, const size_t sendCounts[], const size_t sDisPls[],
+                          void *recvBuff, const size_t recvCounts[], const size_t rDisPls[],
+                          size_t count, ncclDataType_t dataType, int root, int peer, ncclRedOp_t op,
+                          mscclAlgoHandle_t mscclAlgoHandle, ncclComm_t comm, hipStream_t stream)
 {
     (void)sendCounts, (void)sDisPls, (void)recvCounts, (void)rDisPls, (void)root, (void)peer;
     (void)stream;

@@ -19,7 +19,8 @@ static ncclResult_t grouped_result(braid_status_t st)
     return braid_api_result(st);
 }
 
-BRAID_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId *uniqueId)
+BRAID_API_TWIN(ncclGetUniqueId);
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
     braid_uid_t uid;
     if (uniqueId == NULL)
@@ -69,14 +70,15 @@ static braid_status_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqu
     return st;   /* OK, or INPROGRESS for a nonblocking comm */
 }
 
-BRAID_API(ncclResult_t, ncclCommInitRank, ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
-          int rank)
+BRAID_API_TWIN(ncclCommInitRank);
+ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId commId, int rank)
 {
     return grouped_result(init_rank(newcomm, nranks, &commId, rank, 0, NULL, "ncclCommInitRank"));
 }
 
-BRAID_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t *comm, int nranks, ncclUniqueId commId,
-          int rank, ncclConfig_t *config)
+BRAID_API_TWIN(ncclCommInitRankConfig);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t *config)
 {
     return grouped_result(init_rank(comm, nranks, &commId, rank, 0, config,
                                       "ncclCommInitRankConfig"));
@@ -102,8 +104,9 @@ static void scalable_stop_unused_roots(const ncclUniqueId *ids, int nId)
     }
 }
 
-BRAID_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks, int myrank,
-          int nId, ncclUniqueId *commIds, ncclConfig_t *config)
+BRAID_API_TWIN(ncclCommInitRankScalable);
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId *commIds, ncclConfig_t *config)
 {
     const char *what = "ncclCommInitRankScalable";
     if (commIds == NULL)
@@ -161,7 +164,8 @@ static braid_status_t init_all(ncclComm_t *comms, int ndev, const int *devlist)
     return st;
 }
 
-BRAID_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comm, int ndev, const int *devlist)
+BRAID_API_TWIN(ncclCommInitAll);
+ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
     return braid_api_result(init_all(comm, ndev, devlist));
 }
@@ -268,8 +272,9 @@ static braid_status_t split(braid_comm_t *comm, int color, int key, ncclComm_t *
     return comm_job_submit(&job, NULL);
 }
 
-BRAID_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-          ncclConfig_t *config)
+BRAID_API_TWIN(ncclCommSplit);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config)
 {
     return grouped_result(split(comm, color, key, newcomm, config));
 }
@@ -320,8 +325,9 @@ static braid_status_t shrink(braid_comm_t *comm, const int *excl, int nexcl, ncc
     return comm_job_submit(&job, excl);
 }
 
-BRAID_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
-          int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+BRAID_API_TWIN(ncclCommShrink);
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
     return grouped_result(shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config,
                                    shrinkFlags));
@@ -344,12 +350,14 @@ static braid_status_t finalize(braid_comm_t *comm)
     return comm_job_submit(&job, NULL);
 }
 
-BRAID_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
+BRAID_API_TWIN(ncclCommFinalize);
+ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
     return grouped_result(finalize(comm));
 }
 
-BRAID_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm)
+BRAID_API_TWIN(ncclCommDestroy);
+ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     if (comm == NULL)
         return ncclSuccess;   /* as NCCL: destroying NULL is a no-op */
@@ -360,7 +368,8 @@ BRAID_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm)
     return ncclSuccess;
 }
 
-BRAID_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
+BRAID_API_TWIN(ncclCommAbort);
+ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
     if (comm == NULL)
         return ncclSuccess;
@@ -384,7 +393,8 @@ static braid_status_t revoke(braid_comm_t *comm, int flags)
     return st;
 }
 
-BRAID_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
+BRAID_API_TWIN(ncclCommRevoke);
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
     return braid_api_result(revoke(comm, revokeFlags));
 }
@@ -401,7 +411,8 @@ static braid_status_t query(braid_comm_t *comm, const void *out, const char *wha
     return BRAID_OK;
 }
 
-BRAID_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *asyncError)
+BRAID_API_TWIN(ncclCommGetAsyncError);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
     braid_status_t st = query(comm, asyncError, "ncclCommGetAsyncError", "asyncError");
     if (st < 0)
@@ -410,7 +421,8 @@ BRAID_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *as
     return ncclSuccess;
 }
 
-BRAID_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int *count)
+BRAID_API_TWIN(ncclCommCount);
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 {
     braid_status_t st = query(comm, count, "ncclCommCount", "count");
     if (st == BRAID_OK)
@@ -418,7 +430,8 @@ BRAID_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int *count)
     return braid_api_result(st);
 }
 
-BRAID_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int *rank)
+BRAID_API_TWIN(ncclCommUserRank);
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 {
     braid_status_t st = query(comm, rank, "ncclCommUserRank", "rank");
     if (st == BRAID_OK)
@@ -426,7 +439,8 @@ BRAID_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int *rank)
     return braid_api_result(st);
 }
 
-BRAID_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int *device)
+BRAID_API_TWIN(ncclCommCuDevice);
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
 {
     braid_status_t st = query(comm, device, "ncclCommCuDevice", "device");
     if (st == BRAID_OK)
@@ -434,13 +448,15 @@ BRAID_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int *device)
     return braid_api_result(st);
 }
 
-BRAID_API(const char *, ncclGetLastError, ncclComm_t comm)
+BRAID_API_TWIN(ncclGetLastError);
+const char *ncclGetLastError(ncclComm_t comm)
 {
     (void)comm;   /* as NCCL: the last error of the process */
     return braid_err_last();
 }
 
-BRAID_API(void, ncclResetDebugInit, void)
+BRAID_API_TWIN(ncclResetDebugInit);
+void ncclResetDebugInit(void)
 {
     braid_param_reload();
     braid_log_reset();

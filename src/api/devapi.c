@@ -39,8 +39,9 @@ static int devapi_fail_int(const char *fn)
     return -1;
 }
 
-BRAID_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm,
-          ncclDevCommRequirements_t const *reqs, ncclDevComm_t *outDevComm)
+BRAID_API_TWIN(ncclDevCommCreate);
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs,
+                               ncclDevComm_t *outDevComm)
 {
     (void)comm;
     (void)reqs;
@@ -48,32 +49,37 @@ BRAID_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm,
     return devapi_fail_result(__func__);
 }
 
-BRAID_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, ncclDevComm_t const *devComm)
+BRAID_API_TWIN(ncclDevCommDestroy);
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm)
 {
     (void)comm;
     (void)devComm;
     return devapi_fail_result(__func__);
 }
 
-BRAID_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm)
+BRAID_API_TWIN(ncclTeamWorld);
+ncclTeam_t ncclTeamWorld(ncclComm_t comm)
 {
     (void)comm;
     return devapi_fail_team(__func__);
 }
 
-BRAID_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm)
+BRAID_API_TWIN(ncclTeamLsa);
+ncclTeam_t ncclTeamLsa(ncclComm_t comm)
 {
     (void)comm;
     return devapi_fail_team(__func__);
 }
 
-BRAID_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm)
+BRAID_API_TWIN(ncclTeamRail);
+ncclTeam_t ncclTeamRail(ncclComm_t comm)
 {
     (void)comm;
     return devapi_fail_team(__func__);
 }
 
-BRAID_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank)
+BRAID_API_TWIN(ncclTeamRankToWorld);
+int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank)
 {
     (void)comm;
     (void)team;
@@ -81,7 +87,8 @@ BRAID_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank)
     return devapi_fail_int(__func__);
 }
 
-BRAID_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank)
+BRAID_API_TWIN(ncclTeamRankToLsa);
+int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank)
 {
     (void)comm;
     (void)team;
@@ -89,8 +96,10 @@ BRAID_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank)
     return devapi_fail_int(__func__);
 }
 
-BRAID_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nBarriers,
-          ncclLsaBarrierHandle_t *outHandle, ncclDevResourceRequirements_t *outReq)
+BRAID_API_TWIN(ncclLsaBarrierCreateRequirement);
+ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                             ncclLsaBarrierHandle_t *outHandle,
+                                             ncclDevResourceRequirements_t *outReq)
 {
     (void)team;
     (void)nBarriers;
@@ -99,8 +108,10 @@ BRAID_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nB
     return devapi_fail_result(__func__);
 }
 
-BRAID_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam_t team,
-          int nBarriers, ncclGinBarrierHandle_t *outHandle, ncclDevResourceRequirements_t *outReq)
+BRAID_API_TWIN(ncclGinBarrierCreateRequirement);
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                             ncclGinBarrierHandle_t *outHandle,
+                                             ncclDevResourceRequirements_t *outReq)
 {
     (void)comm;
     (void)team;
@@ -110,8 +121,9 @@ BRAID_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTe
     return devapi_fail_result(__func__);
 }
 
-BRAID_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
-          ncclLLA2AHandle_t *outHandle, ncclDevResourceRequirements_t *outReq)
+BRAID_API_TWIN(ncclLLA2ACreateRequirement);
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t *outHandle,
+                                        ncclDevResourceRequirements_t *outReq)
 {
     (void)nBlocks;
     (void)nSlots;
@@ -120,7 +132,8 @@ BRAID_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
     return devapi_fail_result(__func__);
 }
 
-BRAID_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize)
+BRAID_API_TWIN(ncclLLA2ACalcSlots);
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize)
 {
     (void)maxElts;
     (void)maxEltSize;

@@ -7,13 +7,15 @@
 
 #define SIM_INFO_MAGIC 0x74685283u
 
-BRAID_API(ncclResult_t, ncclGroupStart, void)
+BRAID_API_TWIN(ncclGroupStart);
+ncclResult_t ncclGroupStart(void)
 {
     braid_group_start();
     return ncclSuccess;
 }
 
-BRAID_API(ncclResult_t, ncclGroupEnd, void)
+BRAID_API_TWIN(ncclGroupEnd);
+ncclResult_t ncclGroupEnd(void)
 {
     if (braid_group_depth() == 0)
         return braid_api_result(braid_err(BRAID_ERR_USAGE, "ncclGroupEnd: no group is open on "
@@ -21,7 +23,8 @@ BRAID_API(ncclResult_t, ncclGroupEnd, void)
     return braid_api_result(braid_group_end());
 }
 
-BRAID_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
+BRAID_API_TWIN(ncclGroupSimulateEnd);
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
     double seconds = 0;
     if (braid_group_depth() == 0)

@@ -19,7 +19,8 @@ typedef struct braid_reg {
     int flags;
 } braid_reg_t;
 
-BRAID_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size)
+BRAID_API_TWIN(ncclMemAlloc);
+ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
     /* As NCCL, which hands both to cudaMalloc: a NULL ptr is cudaErrorInvalidValue
      * (ncclUnhandledCudaError), size 0 succeeds with *ptr = NULL. */
@@ -39,7 +40,8 @@ BRAID_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size)
     return ncclSuccess;
 }
 
-BRAID_API(ncclResult_t, ncclMemFree, void *ptr)
+BRAID_API_TWIN(ncclMemFree);
+ncclResult_t ncclMemFree(void *ptr)
 {
     free(ptr);   /* NULL is a no-op, as for free() */
     return ncclSuccess;
@@ -79,14 +81,15 @@ static braid_status_t reg_drop(braid_comm_t *comm, void *handle, const char *wha
     return BRAID_OK;
 }
 
-BRAID_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size,
-          void **handle)
+BRAID_API_TWIN(ncclCommRegister);
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
     return braid_api_result(reg_make(comm, buff, size, 0, "ncclCommRegister",
                                      (braid_reg_t **)handle));
 }
 
-BRAID_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle)
+BRAID_API_TWIN(ncclCommDeregister);
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 {
     return braid_api_result(reg_drop(comm, handle, "ncclCommDeregister"));
 }
@@ -104,13 +107,15 @@ static braid_status_t window_register(braid_comm_t *comm, void *buff, size_t siz
     return reg_make(comm, buff, size, flags, what, (braid_reg_t **)win);
 }
 
-BRAID_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size,
-          ncclWindow_t *win, int winFlags)
+BRAID_API_TWIN(ncclCommWindowRegister);
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                    int winFlags)
 {
     return braid_api_result(window_register(comm, buff, size, win, winFlags));
 }
 
-BRAID_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)
+BRAID_API_TWIN(ncclCommWindowDeregister);
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 {
     return braid_api_result(reg_drop(comm, win, "ncclCommWindowDeregister"));
 }
@@ -159,8 +164,9 @@ static braid_status_t premul_create(ncclRedOp_t *op, void *scalar, ncclDataType_
     return st;
 }
 
-BRAID_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t *op, void *scalar,
-          ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm)
+BRAID_API_TWIN(ncclRedOpCreatePreMulSum);
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm)
 {
     return braid_api_result(premul_create(op, scalar, datatype, residence, comm));
 }
@@ -185,7 +191,8 @@ static braid_status_t premul_destroy(ncclRedOp_t op, braid_comm_t *comm)
     return st;
 }
 
-BRAID_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm)
+BRAID_API_TWIN(ncclRedOpDestroy);
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 {
     return braid_api_result(premul_destroy(op, comm));
 }

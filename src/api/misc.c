@@ -22,7 +22,8 @@ static const char *const api_result_str[ncclNumResults] = {
     [ncclInProgress] = "NCCL operation in progress",
 };
 
-BRAID_API(const char *, ncclGetErrorString, ncclResult_t result)
+BRAID_API_TWIN(ncclGetErrorString);
+const char *ncclGetErrorString(ncclResult_t result)
 {
     /* Compare as unsigned: an out-of-range value (negative included) is "unknown". */
     if ((unsigned int)result >= (unsigned int)ncclNumResults)
@@ -30,7 +31,8 @@ BRAID_API(const char *, ncclGetErrorString, ncclResult_t result)
     return api_result_str[result];
 }
 
-BRAID_API(ncclResult_t, ncclGetVersion, int *version)
+BRAID_API_TWIN(ncclGetVersion);
+ncclResult_t ncclGetVersion(int *version)
 {
     if (version == NULL)
         return braid_api_result(braid_err(BRAID_ERR_INVALID,

@@ -7,8 +7,9 @@
 #include "api/api.h"
 #include "rccl/rccl.h"
 
-BRAID_API(ncclResult_t, mscclLoadAlgo, const char *mscclAlgoFilePath,
-          mscclAlgoHandle_t *mscclAlgoHandle, int rank)
+BRAID_API_TWIN(mscclLoadAlgo);
+ncclResult_t mscclLoadAlgo(const char *mscclAlgoFilePath, mscclAlgoHandle_t *mscclAlgoHandle,
+                           int rank)
 {
     (void)rank;     /* the file describes every rank */
     if (mscclAlgoFilePath == NULL || mscclAlgoHandle == NULL)
@@ -22,7 +23,8 @@ BRAID_API(ncclResult_t, mscclLoadAlgo, const char *mscclAlgoFilePath,
     return braid_api_result(st);
 }
 
-BRAID_API(ncclResult_t, mscclUnloadAlgo, mscclAlgoHandle_t mscclAlgoHandle)
+BRAID_API_TWIN(mscclUnloadAlgo);
+ncclResult_t mscclUnloadAlgo(mscclAlgoHandle_t mscclAlgoHandle)
 {
     return braid_api_result(braid_usched_unload(mscclAlgoHandle));
 }
