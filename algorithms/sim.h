@@ -1,6 +1,6 @@
 /*
  * One-process schedule simulator (DESIGN.md section 2), for the schedule tests and for
- * checking user schedules at load (algorithms/usched.c): every rank of a call runs its
+ * checking user schedules at load (algorithms/usched_prove.c): every rank of a call runs its
  * schedule through the real executor (src/exec/exec.c) over in-memory FIFOs, driven
  * round-robin by one thread. Deterministic: a full round in which no rank moves while some
  * are not done is a deadlock, reported with the stuck ranks and their steps.

@@ -23,6 +23,9 @@
  *
  * NCCL_TUNER_PLUGIN loads an NCCL tuner plugin that may override the choice of broadcast,
  * reduce, all-gather, reduce-scatter and all-reduce (algorithms/tune_plugin.c).
+ *
+ * The tuner's choice of an algorithm and slice size for each call, and its cache, are in
+ * algorithms/tuner.c.
  */
 #ifndef BRAID_ALGORITHMS_TUNE_H
 #define BRAID_ALGORITHMS_TUNE_H
@@ -34,6 +37,13 @@
 
 #define BRAID_TUNE_LOGGED 8
 
+/* What the tuner's choice depends on in a call (the rest is the communicator's, the same
+ * for every call): the key of its cache. */
+typedef struct braid_tune_key {
+    braid_coll_kind_t coll;
+    size_t bytes;                       /* braid_coll_bytes; cached below 2^53 only */
+} braid_tune_key_t;
+
 typedef struct braid_tune {
     braid_model_t model;
     uint32_t allow[BRAID_COLL_NUM];     /* bit i: braid_algos[i] may run (only bits of
@@ -44,12 +54,12 @@ typedef struct braid_tune {
                                          * tuner's choice; at most model.slice) */
     uint32_t proto[BRAID_COLL_NUM];     /* bit per protocol NCCL_PROTO allows (LL, LL128,
                                          * Simple) */
-    /* The last choice per collective: bytes << 11 | halvings of the slice (0-7) << 8 |
-     * (index in braid_algos + 1), 0 none. The choice depends on a call only through its
-     * collective and bytes (the rest is the communicator's), so a call of the same size
-     * reuses it (algorithms/algo.c). */
+    /* The choice cache: the last call's key and choice per collective (the key's coll is
+     * the index), a call with the same key reuses it (algorithms/tuner.c). One word, so
+     * that threads read and write an entry whole: key.bytes << 11 | halvings of the slice
+     * (0-7) << 8 | (index in braid_algos + 1), 0 none. */
     _Atomic uint64_t last[BRAID_COLL_NUM];
-    /* The last BRAID_TUNE_LOGGED choices (keys as `last`) logged per collective, so that
+    /* The last BRAID_TUNE_LOGGED choices (words as `last`) logged per collective, so that
      * sizes that alternate (a training step's buckets) log each choice once. */
     _Atomic uint64_t logged[BRAID_COLL_NUM][BRAID_TUNE_LOGGED];
     _Atomic uint32_t logged_next[BRAID_COLL_NUM];
@@ -94,5 +104,25 @@ int braid_tune_plugin_pick(const braid_coll_t *coll, const braid_algo_t **order,
                            const double *costs, int *cuts, int n);
 /* The loaded plugin's name, for messages. */
 const char *braid_tune_plugin_name(void);
+
+/* The tuner's answer for a call: the algorithms to try, in order, each with its slice. */
+typedef struct braid_tune_plan {
+    braid_tune_key_t key;
+    int n;
+    const braid_algo_t *order[BRAID_ALGOS_MAX];
+    int cuts[BRAID_ALGOS_MAX];          /* each one's slice: halvings of the model's */
+    const braid_algo_t *own;            /* braid's first where the tuner plugin put another
+                                         * first, for the log; else NULL */
+    uint64_t last;                      /* the cache's word for the collective when planned */
+} braid_tune_plan_t;
+
+/* Plan a call that names no algorithm (coll->force NULL): the cached choice where the
+ * call's key is the collective's last one, else the algorithms that NCCL_ALGO allows and
+ * that take the call, cheapest first (braid_algo_rank), then as the tuner plugin reorders
+ * them. No tuning (coll->tune NULL): no cache, every algorithm allowed. */
+void braid_tune_plan_make(const braid_coll_t *coll, braid_tune_plan_t *plan_p);
+/* plan->order[i] built the call: its slice size in bytes. The choice becomes the cache's
+ * for the collective, and where it is new, a line of the log at TUNING. */
+size_t braid_tune_plan_commit(const braid_coll_t *coll, const braid_tune_plan_t *plan, int i);
 
 #endif
