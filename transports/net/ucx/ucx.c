@@ -801,69 +801,6 @@ static void ucx_close_listen(void *listen)
     free(l);
 }
 
-#else /* !HAVE_UCX */
-
-static braid_status_t ucx_init(void)
-{
-    return braid_err(BRAID_ERR_UNSUPPORTED, "net ucx: braid was built without UCX: "
-                     "apt-get install libucx-dev and rebuild");
-}
-
-/* Never called: net.c uses a provider only after its init succeeded. */
-static const char *ucx_version(void) { return "UCX (not built)"; }
-static braid_status_t ucx_devices(int *ndev_p) { *ndev_p = 0; return ucx_init(); }
-static braid_status_t ucx_get_properties(int dev, braid_net_props_t *props_p)
-{
-    (void)dev, (void)props_p;
-    return ucx_init();
-}
-static braid_status_t ucx_listen(int dev, void *handle, void **listen_p)
-{
-    (void)dev, (void)handle, (void)listen_p;
-    return ucx_init();
-}
-static braid_status_t ucx_connect(int dev, const void *handle, void **send_p)
-{
-    (void)dev, (void)handle, (void)send_p;
-    return ucx_init();
-}
-static braid_status_t ucx_accept(void *listen, void **recv_p)
-{
-    (void)listen, (void)recv_p;
-    return ucx_init();
-}
-static braid_status_t ucx_reg_mr(void *comm, void *data, size_t size, void **mh_p)
-{
-    (void)comm, (void)data, (void)size, (void)mh_p;
-    return ucx_init();
-}
-static braid_status_t ucx_dereg_mr(void *comm, void *mh)
-{
-    (void)comm, (void)mh;
-    return ucx_init();
-}
-static braid_status_t ucx_isend(void *send, const void *data, size_t size, void *mh,
-                                void **req_p)
-{
-    (void)send, (void)data, (void)size, (void)mh, (void)req_p;
-    return ucx_init();
-}
-static braid_status_t ucx_irecv(void *recv, void *data, size_t size, void *mh, void **req_p)
-{
-    (void)recv, (void)data, (void)size, (void)mh, (void)req_p;
-    return ucx_init();
-}
-static braid_status_t ucx_test(void *req, int *done, size_t *size_p)
-{
-    (void)req, (void)done, (void)size_p;
-    return ucx_init();
-}
-static void ucx_close_send(void *send) { (void)send; }
-static void ucx_close_recv(void *recv) { (void)recv; }
-static void ucx_close_listen(void *listen) { (void)listen; }
-
-#endif /* HAVE_UCX */
-
 const braid_net_ops_t braid_net_ucx = {
     .name = "UCX",
     .init = ucx_init,
@@ -882,3 +819,5 @@ const braid_net_ops_t braid_net_ucx = {
     .close_recv = ucx_close_recv,
     .close_listen = ucx_close_listen,
 };
+
+#endif /* HAVE_UCX (without it, transports/net/net_missing.c stands in) */
