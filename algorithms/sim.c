@@ -1,5 +1,5 @@
 /*
- * One-process schedule simulator: in-memory FIFOs behind braid_transport_ops_t, and a
+ * One-process schedule simulator: in-memory FIFOs behind braid_conn_ops_t, and a
  * round-robin driver over the real executor. See sim.h.
  *
  *   rank a  --send_slot/commit-->  [slot 0][slot 1]..[slot K-1]  --recv_slot/release-->  rank b
@@ -122,7 +122,7 @@ static void sim_close(braid_conn_t *bc)
     free(bc);
 }
 
-static const braid_transport_ops_t sim_ops = {
+static const braid_conn_ops_t sim_ops = {
     .name = "sim",
     .send_slot = sim_send_slot,
     .send_commit = sim_send_commit,

@@ -1,6 +1,14 @@
 /*
- * Transports move bytes between two ranks through a FIFO of slots (NCCL's connector idea).
+ * Transports: how a communicator reaches its peers, and how bytes move between two ranks.
  *
+ * A transport (braid_transport_t, the built-in ones listed in transports/transports.c)
+ * connects this rank to the peers it reaches at init, through a narrow context
+ * (braid_transport_ctx_t: rank, layout, peer table, the bootstrap's collectives), and
+ * closes them at the end. Its peer health says what is known of each peer it reaches
+ * (state, last collective started and finished, whether its process is gone), so that a
+ * waiting rank can name the ranks it waits for on every host.
+ *
+ * Each connection moves bytes through a FIFO of slots (NCCL's connector idea).
  * The sender asks for a free slot, writes into it (a copy, or a reduction's output written
  * straight into it), and commits it with a length and a message header; the receiver waits
  * for a full slot, consumes it (reduces it into its buffer or forwards it) and releases it.
@@ -16,6 +24,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "topo/topo.h"
 
 /* What a message is part of: compared by the receiver with its own call. */
 typedef struct braid_msg_hdr {
@@ -30,7 +39,7 @@ typedef struct braid_msg_hdr {
 
 typedef struct braid_conn braid_conn_t;
 
-typedef struct braid_transport_ops {
+typedef struct braid_conn_ops {
     const char *name;
     /* A free slot to write `len` bytes into: its address and capacity (a transport may
      * hand out a smaller place for a small len). INPROGRESS if none is free. */
@@ -46,11 +55,11 @@ typedef struct braid_transport_ops {
      * moves data only while it is driven); NULL where a commit is delivery. */
     braid_status_t (*flush)(braid_conn_t *c);
     void (*close)(braid_conn_t *c);
-} braid_transport_ops_t;
+} braid_conn_ops_t;
 
 /* The common head of every transport's connection object. */
 struct braid_conn {
-    const braid_transport_ops_t *ops;
+    const braid_conn_ops_t *ops;
     int peer;                   /* the rank at the other end */
     size_t slot_size;           /* capacity of every slot */
     /* Order of use among the operations of one communicator: an operation may touch this
@@ -82,5 +91,122 @@ static inline void braid_conn_close(braid_conn_t *c)
     if (c != NULL)
         c->ops->close(c);
 }
+
+
+/* ---- the communicator as a transport sees it -------------------------------------------- */
+
+/* A rank's state as it publishes it to its peers. */
+typedef enum {
+    BRAID_COMM_INITIALIZING = 0,  /* init still running (nonblocking or grouped) */
+    BRAID_COMM_READY,
+    BRAID_COMM_ERROR,             /* a call failed: only destroy/abort/split/shrink make sense */
+    BRAID_COMM_REVOKED,
+    BRAID_COMM_FINALIZED,
+    BRAID_COMM_ABORTED,
+    BRAID_COMM_DESTROYED,         /* only ever published to peers */
+} braid_comm_state_t;
+
+#define BRAID_CPU_WORDS 16     /* CPUs 0-1023 in a peer's affinity mask */
+
+/* What each rank tells the others at init (the bootstrap info blob). */
+typedef struct braid_peer_info {
+    uint64_t host_id;
+    uint64_t machine_id;       /* braid_machine_id: which ranks share this kernel's cores */
+    uint64_t starttime;        /* /proc/<pid>/stat start time: tells a reused pid apart */
+    int32_t pid;
+    int32_t cudev;
+    uint64_t slot_size;        /* shared-memory slot size and depth: rank 0's are used */
+    uint32_t nslots;
+    int32_t numa;              /* NUMA node it ran on at init, -1 unknown */
+    uint64_t tune_hash;        /* of what NCCL_ALGO/NCCL_PROTO allow: must match rank 0's */
+    uint64_t cpus[BRAID_CPU_WORDS];    /* the CPUs it may run on (sched_getaffinity) */
+    char hostname[64];
+} braid_peer_info_t;
+
+/* How the ranks of a communicator may read each other's buffers (agreed at init). */
+typedef enum {
+    BRAID_PULL_NONE = 0,    /* they may not: messages through FIFOs only */
+    BRAID_PULL_CMA,         /* through the kernel: cross-memory attach between processes */
+    BRAID_PULL_LOAD,        /* directly: every rank is a thread of one process */
+} braid_pull_t;
+
+/*
+ * What a transport gets of the communicator. The core fills it before the first setup and
+ * keeps it for the communicator's life (a transport may keep the pointer). The bootstrap's
+ * collectives run over every rank of the communicator; `check` returns an error (naming
+ * the rank) once a peer's setup has failed or it died, and `setup_failed` tells the others
+ * that rank `rank` failed with `why`, for failures found outside the bootstrap.
+ */
+typedef struct braid_transport_ctx {
+    int rank, nranks;
+    uint64_t nonce;                     /* the job's (and child's) random id */
+    const braid_topo_t *topo;           /* hosts, local ranks, link classes */
+    const braid_peer_info_t *peers;     /* [nranks] */
+    size_t slot_size;                   /* agreed by every rank */
+    uint32_t nslots;                    /* slots per FIFO, agreed likewise */
+    const char *net_name;               /* ncclConfig_t netName; "" when not set */
+    void *bs;
+    braid_status_t (*allgather)(void *bs, const void *mine, void *all, size_t len);
+    braid_status_t (*barrier)(void *bs);
+    braid_status_t (*check)(void *bs);
+    void (*setup_failed)(void *bs, int rank, braid_status_t why);
+    braid_conn_t **send_conns;          /* [nranks]: setup fills those of its peers */
+    braid_conn_t **recv_conns;
+    braid_pull_t pull;                  /* set by the transport that lets ranks read each */
+    size_t pull_min;                    /* other's buffers, and from which size */
+} braid_transport_ctx_t;
+
+/* What is known of a peer. */
+typedef struct braid_peer_health {
+    int state;              /* braid_comm_state_t it published (READY until it says more) */
+    int known;              /* seq_started and seq_done are known (a remote rank's are
+                             * known once it answered a braid_transport_t.ask) */
+    uint64_t seq_started;   /* last collective it started */
+    uint64_t seq_done;      /* last collective it finished */
+    int gone;               /* 0: its process (and host) are there; 1: gone without a word
+                             * (killed, host or link lost); 2: gone after saying its state */
+    const char *why;        /* how it is gone: the state it said (braid_peer_state_word),
+                             * "exited or was killed", "is unreachable ..." */
+} braid_peer_health_t;
+
+/* The words for a state a peer published that ends its part, NULL for the others. */
+static inline const char *braid_peer_state_word(int state)
+{
+    switch (state) {
+    case BRAID_COMM_ERROR: return "failed";
+    case BRAID_COMM_REVOKED: return "revoked its communicator";
+    case BRAID_COMM_ABORTED: return "aborted its communicator";
+    case BRAID_COMM_DESTROYED: return "destroyed its communicator";
+    default: return NULL;
+    }
+}
+
+typedef struct braid_transport {
+    const char *name;
+    /* Connect this rank to every peer this transport reaches and fill ctx->send_conns /
+     * recv_conns for them; *tp_p = its state, NULL when it reaches no peer (the other calls
+     * are then not made). Collective: every rank calls it, in the order of
+     * braid_transports. */
+    braid_status_t (*setup)(braid_transport_ctx_t *ctx, void **tp_p);
+    /* Publish `state` as final, close the connections, free. Local: no peer is waited for. */
+    void (*teardown)(void *tp, braid_comm_state_t state);
+    /* Publish this rank's state (and, for ERROR, the failure's status) to the peers. */
+    void (*publish_state)(void *tp, braid_comm_state_t state, braid_status_t status);
+    /* Publish progress: the collective started or finished (0: unchanged). On every call. */
+    void (*publish_progress)(void *tp, uint64_t started, uint64_t done);
+    /* What is known of rank r: 0 when this transport does not reach r. Reads what r said
+     * since; never waits. */
+    int (*peer)(void *tp, int r, braid_peer_health_t *h);
+    /* Ask rank r for its progress now (remote ranks publish it only when asked); its
+     * answer shows in a later peer(). A rank that is not inside a call on the communicator
+     * does not answer. */
+    void (*ask)(void *tp, int r);
+    /* Move what is in flight (called while an operation waits, on any transport). */
+    void (*drive)(void *tp);
+} braid_transport_t;
+
+/* The built-in transports in setup order (transports/transports.c), NULL-terminated. */
+extern const braid_transport_t *const braid_transports[];
+#define BRAID_TRANSPORTS_MAX 4
 
 #endif

@@ -16,8 +16,6 @@
 #include "algorithms/usched.h"
 #include "core/calib.h"
 #include "topo/host.h"
-#include "transports/net/net.h"
-#include "transports/shm/shm.h"
 
 /* ---- registry of live communicators -------------------------------------------------- */
 
@@ -192,9 +190,8 @@ static braid_status_t comm_tables(braid_comm_t *comm)
     comm->recv_conns = calloc((size_t)n, sizeof(*comm->recv_conns));
     comm->p2p_send_seq = calloc((size_t)n, sizeof(uint64_t));
     comm->p2p_recv_seq = calloc((size_t)n, sizeof(uint64_t));
-    comm->pid_visible = calloc((size_t)n, 1);
     if (!comm->peers || !comm->send_conns || !comm->recv_conns || !comm->p2p_send_seq ||
-        !comm->p2p_recv_seq || !comm->pid_visible)
+        !comm->p2p_recv_seq)
         return braid_err(BRAID_ERR_NOMEM, "out of memory for the tables of %d ranks", n);
     uint64_t *ids = malloc((size_t)n * sizeof(*ids));
     int *numa = malloc((size_t)n * sizeof(*numa));
@@ -202,9 +199,6 @@ static braid_status_t comm_tables(braid_comm_t *comm)
                                     : braid_err(BRAID_ERR_NOMEM, "out of memory for %d ranks", n);
     for (int r = 0; r < n && st == BRAID_OK; r++) {
         memcpy(&comm->peers[r], braid_bootstrap_info(comm->bs, r), sizeof(braid_peer_info_t));
-        /* a peer in another pid namespace cannot be watched through /proc */
-        comm->pid_visible[r] = braid_proc_alive(comm->peers[r].pid, comm->peers[r].starttime) ==
-                               BRAID_PROC_ALIVE;
         ids[r] = comm->peers[r].host_id;
         numa[r] = comm->peers[r].numa;
     }
@@ -325,16 +319,14 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     BRAID_CHECK(comm_tune_agree(comm));
     comm_kernel_ranks(comm);
     comm->stream_min = (size_t)braid_param_int(BRAID_P_STREAM_MIN);
-    BRAID_CHECK(braid_shm_setup(comm));
-    BRAID_CHECK(braid_net_setup(comm));
+    BRAID_CHECK(braid_comm_transports_setup(comm));
     BRAID_CHECK(braid_calibrate(comm));
     /* Setup's last exchange (calibration has one): no rank leaves it, or its process, while
      * another still waits in its setup, where a closed bootstrap link means a dead rank. */
     if (!comm->tune.calibrate)
         BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
     BRAID_CHECK(comm_tune_plugin_init(comm));
-    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
-    atomic_store(&ctrl->state, BRAID_COMM_READY);
+    braid_comm_publish_state(comm, BRAID_COMM_READY);
     BRAID_INFO(BRAID_SUB_INIT, "comm %p rank %d nranks %d nonce %016llx%s%s - init done",
                (void *)comm, comm->rank, comm->nranks, (unsigned long long)comm->nonce,
                comm->config.comm_name[0] ? " name " : "", comm->config.comm_name);

@@ -19,33 +19,6 @@
 
 #define BRAID_COMM_MAGIC 0x6272636du /* "brcm" */
 
-typedef enum {
-    BRAID_COMM_INITIALIZING = 0,  /* init still running (nonblocking or grouped) */
-    BRAID_COMM_READY,
-    BRAID_COMM_ERROR,             /* a call failed: only destroy/abort/split/shrink make sense */
-    BRAID_COMM_REVOKED,
-    BRAID_COMM_FINALIZED,
-    BRAID_COMM_ABORTED,
-    BRAID_COMM_DESTROYED,         /* only ever published to peers */
-} braid_comm_state_t;
-
-#define BRAID_CPU_WORDS 16     /* CPUs 0-1023 in a peer's affinity mask */
-
-/* What each rank tells the others at init (the bootstrap info blob). */
-typedef struct braid_peer_info {
-    uint64_t host_id;
-    uint64_t machine_id;       /* braid_machine_id: which ranks share this kernel's cores */
-    uint64_t starttime;        /* /proc/<pid>/stat start time: tells a reused pid apart */
-    int32_t pid;
-    int32_t cudev;
-    uint64_t slot_size;        /* shared-memory slot size and depth: rank 0's are used */
-    uint32_t nslots;
-    int32_t numa;              /* NUMA node it ran on at init, -1 unknown */
-    uint64_t tune_hash;        /* of what NCCL_ALGO/NCCL_PROTO allow: must match rank 0's */
-    uint64_t cpus[BRAID_CPU_WORDS];    /* the CPUs it may run on (sched_getaffinity) */
-    char hostname[64];
-} braid_peer_info_t;
-
 /* The communicator options braid keeps (from ncclConfig_t). */
 typedef struct braid_comm_config {
     int blocking;
@@ -54,10 +27,6 @@ typedef struct braid_comm_config {
     char net_name[64];
     char comm_name[128];
 } braid_comm_config_t;
-
-typedef struct braid_shm braid_shm_t;          /* transports/shm */
-typedef struct braid_net braid_net_t;          /* transports/net */
-typedef struct braid_shm_ctrl braid_shm_ctrl_t;
 
 /* A reduction operator created with ncclRedOpCreatePreMulSum. */
 typedef struct braid_premul {
@@ -78,8 +47,9 @@ struct ncclComm {
     braid_peer_info_t *peers;          /* [nranks] */
     braid_topo_t topo;                 /* hosts, local ranks, link classes */
     braid_tune_t tune;                 /* cost model and NCCL_ALGO (algorithms/tune.h) */
-    braid_shm_t *shm;                  /* the ranks of this host */
-    braid_net_t *net;                  /* the ranks of other hosts; NULL if none */
+    braid_transport_ctx_t tctx;        /* what the transports see of this comm */
+    void *tp[BRAID_TRANSPORTS_MAX];    /* each transport's state, NULL where it reaches
+                                        * no peer (transports/transports.c's order) */
     braid_conn_t **send_conns;         /* [nranks] */
     braid_conn_t **recv_conns;         /* [nranks] */
     size_t slot_size;                  /* agreed by all ranks at init */
@@ -87,7 +57,6 @@ struct ncclComm {
     braid_msg_hdr_t coll_hist[BRAID_HDR_HISTORY];   /* their headers, at [seq % that] */
     uint64_t *p2p_send_seq;            /* [nranks] sends issued to each peer */
     uint64_t *p2p_recv_seq;            /* [nranks] receives issued from each peer */
-    uint8_t *pid_visible;              /* [nranks] peer's pid can be watched via /proc */
     uint64_t child_count;              /* splits and shrinks made from this comm */
     int check_host_ptrs;               /* check buffers are CPU-readable (device/device.h) */
     int kernel_ranks;                  /* ranks on this kernel (peers' machine_id), self included */
@@ -156,7 +125,15 @@ extern const braid_exec_hooks_t braid_comm_exec_hooks;
 
 /* Publish progress for the peers' diagnostics (collective sequence started / done). */
 void braid_comm_publish(braid_comm_t *comm, uint64_t started, uint64_t done);
-/* Tell the peers this rank's state (shared memory here, the health links across hosts). */
+/* Tell the peers this rank's state, through every transport. */
 void braid_comm_publish_state(braid_comm_t *comm, braid_comm_state_t state);
+/* Connect the peers through every transport (init); close them all (free). */
+braid_status_t braid_comm_transports_setup(braid_comm_t *comm);
+void braid_comm_transports_teardown(braid_comm_t *comm, braid_comm_state_t state);
+/* What is known of peer r (its transport's peer health); ask it for its progress (its
+ * answer shows in a later braid_comm_peer); move what the transports have in flight. */
+void braid_comm_peer(braid_comm_t *comm, int r, braid_peer_health_t *h);
+void braid_comm_peer_ask(braid_comm_t *comm, int r);
+void braid_comm_drive(braid_comm_t *comm);
 
 #endif

@@ -5,16 +5,17 @@
  * abort or revoke stops it; a peer that has not finished this collective and has aborted,
  * failed, destroyed its communicator or died (gone, zombie, or its pid reused) makes it fail
  * with ncclRemoteError naming that rank. After BRAID_TIMEOUT seconds without progress the
- * operation fails naming the ranks that have not reached it.
+ * operation fails naming the ranks that have not reached it, on every host: the ranks of
+ * this host are read in shared memory, those of other hosts are asked over their health
+ * links (transports/transport.h: peer health).
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/comm.h"
 #include "base/log.h"
-#include "base/proc.h"
-#include "transports/net/net.h"
-#include "transports/shm/shm.h"
+#include "base/param.h"
 
 static int op_is_p2p(const braid_op_t *op)
 {
@@ -30,30 +31,67 @@ static int op_waits_on(const braid_op_t *op)
     return st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
 }
 
-static const char *peer_state_word(int s)
+/* Has rank r finished this op's collective? Then whatever it does now is its own. */
+static int peer_finished(const braid_peer_health_t *h, const braid_op_t *op)
 {
-    switch (s) {
-    case BRAID_COMM_ERROR: return "failed";
-    case BRAID_COMM_REVOKED: return "revoked its communicator";
-    case BRAID_COMM_ABORTED: return "aborted its communicator";
-    case BRAID_COMM_DESTROYED: return "destroyed its communicator";
-    default: return NULL;
+    return !op_is_p2p(op) && h->known && h->seq_done >= op->hdr.seq;
+}
+
+/*
+ * How long a diagnosis waits for remote ranks to say how far they are. A rank inside a
+ * call on the communicator answers at its next check (every BRAID_CHECK_PEERS_MS); one
+ * that is not does not answer at all.
+ */
+static double diag_wait_s(void)
+{
+    return 2.0 + 3e-3 * (double)braid_param_int(BRAID_P_CHECK_PEERS_MS);
+}
+
+/* Ask every peer how far it is, and wait until all have answered or diag_wait_s passed. */
+static void peers_ask(braid_comm_t *comm)
+{
+    braid_peer_health_t h;
+    double until = braid_now() + diag_wait_s();
+    for (int r = 0; r < comm->nranks; r++)
+        if (r != comm->rank)
+            braid_comm_peer_ask(comm, r);
+    for (;;) {
+        int unknown = 0;
+        for (int r = 0; r < comm->nranks; r++) {
+            if (r == comm->rank)
+                continue;
+            braid_comm_peer(comm, r, &h);   /* also answers the peers that ask us */
+            unknown += !h.known && !h.gone;
+        }
+        if (unknown == 0 || braid_now() >= until)
+            return;
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
     }
 }
 
-/* "ranks 2,5 (at #11, #9)" for the ranks that have not started collective `seq`. */
+/* "2 (last started #11), 5 (pid 7 on b: no answer, ...)" for the ranks, on every host,
+ * that have not started collective `seq`. */
 static int missing_ranks(braid_comm_t *comm, uint64_t seq, char *buf, size_t len)
 {
     size_t used = 0;
     int count = 0;
     buf[0] = '\0';
-    for (int r = 0; r < comm->nranks && used + 32 < len; r++) {
-        braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
-        uint64_t at = ctrl != NULL ? atomic_load(&ctrl->seq_started) : 0;
-        if (r == comm->rank || ctrl == NULL || at >= seq)
+    peers_ask(comm);
+    for (int r = 0; r < comm->nranks && used + 96 < len; r++) {
+        braid_peer_health_t h;
+        if (r == comm->rank)
             continue;
-        used += (size_t)snprintf(buf + used, len - used, "%s%d (last started #%llu)",
-                                 count ? ", " : "", r, (unsigned long long)at);
+        braid_comm_peer(comm, r, &h);
+        if (h.known && h.seq_started >= seq)
+            continue;
+        if (h.known)
+            used += (size_t)snprintf(buf + used, len - used, "%s%d (last started #%llu)",
+                                     count ? ", " : "", r, (unsigned long long)h.seq_started);
+        else
+            used += (size_t)snprintf(buf + used, len - used, "%s%d (pid %d on %s: no answer, "
+                                     "not in a call on this communicator)", count ? ", " : "",
+                                     r, (int)comm->peers[r].pid, comm->peers[r].hostname);
         count++;
     }
     return count;
@@ -62,13 +100,9 @@ static int missing_ranks(braid_comm_t *comm, uint64_t seq, char *buf, size_t len
 /* The word for rank r's failed/aborted/... state, NULL while it is fine or done with us. */
 static const char *peer_failed(braid_comm_t *comm, const braid_op_t *op, int r)
 {
-    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
-    int gone;
-    if (ctrl == NULL)
-        return braid_net_peer_check(comm, r, op->hdr.seq, op_is_p2p(op), &gone);
-    if (!op_is_p2p(op) && atomic_load(&ctrl->seq_done) >= op->hdr.seq)
-        return NULL;
-    return peer_state_word(atomic_load(&ctrl->state));
+    braid_peer_health_t h;
+    braid_comm_peer(comm, r, &h);
+    return peer_finished(&h, op) ? NULL : braid_peer_state_word(h.state);
 }
 
 /*
@@ -79,22 +113,12 @@ static const char *peer_failed(braid_comm_t *comm, const braid_op_t *op, int r)
 static int peer_dead(braid_comm_t *comm, const braid_op_t *op, int r, const char **why_p,
                      int *said_p)
 {
-    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, r);
-    int gone = 0;
-    if (ctrl == NULL) {
-        *why_p = braid_net_peer_check(comm, r, op->hdr.seq, op_is_p2p(op), &gone);
-        *said_p = gone == 2;
-        return gone != 0;
-    }
-    if (!comm->pid_visible[r])
+    braid_peer_health_t h;
+    braid_comm_peer(comm, r, &h);
+    if (!h.gone || peer_finished(&h, op))
         return 0;
-    if (!op_is_p2p(op) && atomic_load(&ctrl->seq_done) >= op->hdr.seq)
-        return 0;   /* it finished this collective: whatever it does now is its own */
-    if (braid_proc_alive(comm->peers[r].pid, comm->peers[r].starttime) != BRAID_PROC_DEAD)
-        return 0;
-    const char *word = peer_state_word(atomic_load(&ctrl->state));   /* say why, if it said */
-    *said_p = word != NULL;
-    *why_p = word != NULL ? word : "exited or was killed";
+    *why_p = h.why;
+    *said_p = h.gone == 2;
     return 1;
 }
 
@@ -193,7 +217,7 @@ static braid_status_t comm_stalled(void *ctx, const braid_op_t *op, double waite
 
 static void comm_drive(void *ctx)
 {
-    braid_net_drive(ctx);
+    braid_comm_drive(ctx);
 }
 
 const braid_exec_hooks_t braid_comm_exec_hooks = {

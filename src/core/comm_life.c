@@ -7,8 +7,6 @@
 
 #include "core/comm.h"
 #include "base/log.h"
-#include "transports/net/net.h"
-#include "transports/shm/shm.h"
 
 typedef struct split_entry {
     int32_t color, key;
@@ -135,31 +133,7 @@ void braid_comm_set_error(braid_comm_t *comm, braid_status_t st)
         return;   /* the first failure is the one reported */
     int s = BRAID_COMM_READY;
     atomic_compare_exchange_strong(&comm->state, &s, BRAID_COMM_ERROR);
-    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
-    if (ctrl != NULL)
-        atomic_store(&ctrl->status, (int)st);
     braid_comm_publish_state(comm, BRAID_COMM_ERROR);
-}
-
-void braid_comm_publish_state(braid_comm_t *comm, braid_comm_state_t state)
-{
-    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
-    if (ctrl != NULL)
-        atomic_store(&ctrl->state, (int)state);
-    braid_net_publish_state(comm, (int)state);
-}
-
-void braid_comm_publish(braid_comm_t *comm, uint64_t started, uint64_t done)
-{
-    braid_shm_ctrl_t *ctrl = braid_shm_ctrl(comm, comm->rank);
-    if (done)
-        braid_net_publish_done(comm, done);
-    if (ctrl == NULL)
-        return;
-    if (started)
-        atomic_store_explicit(&ctrl->seq_started, started, memory_order_release);
-    if (done)
-        atomic_store_explicit(&ctrl->seq_done, done, memory_order_release);
 }
 
 void braid_comm_free(braid_comm_t *comm, int abort)
@@ -180,8 +154,7 @@ void braid_comm_free(braid_comm_t *comm, int abort)
         nanosleep(&ts, NULL);
     }
     braid_tune_plugin_fini(&comm->tune);
-    braid_net_teardown(comm, final);
-    braid_shm_teardown(comm, final);
+    braid_comm_transports_teardown(comm, final);
     if (comm->bs != NULL)
         braid_bootstrap_destroy(comm->bs);
     free(comm->peers);
@@ -190,7 +163,6 @@ void braid_comm_free(braid_comm_t *comm, int abort)
     free(comm->recv_conns);
     free(comm->p2p_send_seq);
     free(comm->p2p_recv_seq);
-    free(comm->pid_visible);
     free(comm->premuls);
     pthread_mutex_destroy(&comm->lock);
     comm->magic = 0;

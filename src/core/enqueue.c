@@ -10,7 +10,6 @@
 
 #include "core/enqueue.h"
 #include "base/log.h"
-#include "transports/shm/shm.h"
 
 typedef struct group_job {
     pthread_t thread;
@@ -128,7 +127,8 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
         .recvcounts = call->recvcounts, .rdispls = call->rdispls,
         .topo = &comm->topo, .tune = &comm->tune, .force = call->algo,
     };
-    coll.pull = braid_shm_pull(comm, &coll.pull_min);
+    coll.pull = comm->tctx.pull;
+    coll.pull_min = comm->tctx.pull_min;
     braid_sched_init(&op->sched, braid_dtype_size(call->dtype));
     BRAID_CHECK(lower_redop(comm, call, &op->redop));
     const braid_algo_t *algo = NULL;

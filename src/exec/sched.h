@@ -50,6 +50,7 @@
 
 #include "base/status.h"
 #include "kernels/kernels.h"
+#include "transports/transport.h"   /* braid_pull_t */
 
 typedef enum {
     BRAID_COLL_ALLREDUCE = 0,
@@ -104,13 +105,6 @@ typedef struct braid_step {
     braid_ref_t pull;   /* BRAID_BUF_SEND or BRAID_BUF_RECV of pull_peer */
     size_t bytes;
 } braid_step_t;
-
-/* How the ranks of a communicator may read each other's buffers (agreed at init). */
-typedef enum {
-    BRAID_PULL_NONE = 0,    /* they may not: messages through FIFOs only */
-    BRAID_PULL_CMA,         /* through the kernel: cross-memory attach between processes */
-    BRAID_PULL_LOAD,        /* directly: every rank is a thread of one process */
-} braid_pull_t;
 
 /* One call, as every algorithm sees it: sizes in elements of dtype. */
 typedef struct braid_coll {

@@ -6,7 +6,8 @@
 # and op, in and out of place, exact checks) over several layouts of ranks on hosts; with
 # NCCL_NET unset, that every rank picks the default provider; that a clean run logs no
 # warning at NCCL_DEBUG=WARN (ranks that finish first close their connections while the
-# others still work); then the fault tests: a
+# others still work); that a rank of the second host that never calls is named by every
+# other rank's timeout; then the fault tests: a
 # host's ranks killed mid-collective, and a host's link taken down, must end in
 # ncclRemoteError naming the lost ranks on the others, within seconds.
 # The namespaces are removed on exit, also when a check fails or the script is killed.
@@ -14,13 +15,14 @@
 # Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2: else it is skipped (77).
 # Environment: BRAID_BUILD_DIR (set by make check), BRAID_TEST_QUICK=1 (fewer layouts),
 # NET_PROVIDERS (default "Socket OFI UCX"), NET_TESTS (default "coll default quiet stray
-# unreachable fault").
+# unreachable silent fault").
 
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 check=$build/tests/integration/coll_check
 perf=$build/all_reduce_perf
-for p in "$check" "$perf"; do
+late=$build/tests/fault/late_rank
+for p in "$check" "$perf" "$late"; do
     [ -x "$p" ] || { echo "test_net.sh: $p is not built" >&2; exit 99; }
 done
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
@@ -154,7 +156,7 @@ else
 fi
 providers=${NET_PROVIDERS:-Socket OFI UCX}
 want_test() {
-    [[ " ${NET_TESTS:-coll default quiet stray unreachable fault} " == *" $1 "* ]]
+    [[ " ${NET_TESTS:-coll default quiet stray unreachable silent fault} " == *" $1 "* ]]
 }
 t_begin=$SECONDS
 echo "test_net.sh: providers: $providers; tests: ${NET_TESTS:-all}; layouts:" \
@@ -465,6 +467,38 @@ unreachable() {
 }
 
 want_test unreachable && unreachable
+
+# A rank that never calls: 2 hosts of 2 ranks; after one all-reduce together, rank 3 (host 1)
+# stays out of the second (late_rank --rank, BRAID_TIMEOUT=3). Ranks 0, 1 and 2 must fail
+# with ncclRemoteError naming rank 3 as not having reached it: rank 2 reads that in shared
+# memory, ranks 0 and 1 ask the ranks of host 1 over the health links. Rank 3 is ended once
+# the others have exited.
+silent() {
+    local prov=$1 r ok=1
+    rm -f "$TMP"/r*.log
+    start_job "2 2" "$prov" "$late" --rank
+    local t0=$SECONDS
+    for r in 0 1 2; do
+        if ! wait "${JOB_PIDS[$r]}"; then
+            fail "$prov, silent rank 3: rank $r: $(grep -m1 -E 'late_rank|failed' "$TMP/r$r.log")"
+            ok=0
+        fi
+    done
+    local took=$((SECONDS - t0))
+    kill_job
+    if [ "$ok" = 1 ]; then
+        pass "$prov, rank 3 never calls: ranks 0-2 named it ($took s): $(grep -m1 -o \
+              'ranks 3 (.*' "$TMP/r0.log")"
+    else
+        show_logs
+    fi
+}
+
+if want_test silent; then
+    for prov in $providers; do
+        silent "$prov"
+    done
+fi
 
 if want_test fault; then
     for prov in $providers; do

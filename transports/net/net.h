@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "transports/transport.h"
 
 /* Bytes of a listen handle: NCCL_NET_HANDLE_MAXSIZE. */
 #define BRAID_NET_HANDLE_MAX 128
@@ -51,7 +52,7 @@ typedef struct braid_net_ops {
      * usable provider/interface, NCCL_SOCKET_IFNAME naming no interface). */
     braid_status_t (*init)(void);
     /* "libfabric 1.17.0 tcp;ofi_rxm", "UCX 1.13.1", "braid socket 1": the text both ends of
-     * a connection must agree on (checked by net.c's handshake). Valid after init. */
+     * a connection must agree on (checked by the handshake, net_connect.c). Valid after init. */
     const char *(*version)(void);
     braid_status_t (*devices)(int *ndev_p);
     braid_status_t (*get_properties)(int dev, braid_net_props_t *props_p);
@@ -93,37 +94,17 @@ int braid_net_plugin_named(void);
  * once; NULL when none is named, or when it cannot be loaded (the error is recorded). */
 const braid_net_ops_t *braid_net_plugin_load(void);
 
-/* ---- the communicator's side (transports/net/net.c) ---------------------------------- */
-
-struct ncclComm;
-typedef struct braid_net braid_net_t;
+/* ---- the transport (transports/net/net.c) ------------------------------------------- */
 
 /*
- * Connect this rank to every rank on another host (host ids from the peer table): pick the
- * provider (the config's netName, else NCCL_NET, else the plugin if one is named, else the
- * first of Socket, OFI, UCX that works here), agree on it with every rank, connect with a handshake (braid version,
- * provider name and version, job nonce, ranks), open the health links, and fill
- * comm->send_conns / recv_conns for the remote ranks. A no-op when all ranks share a host.
- * Collective over the comm's bootstrap.
+ * Setup connects this rank to every rank on another host (host ids from the peer table):
+ * it picks the provider (the context's netName, else NCCL_NET, else the plugin if one is
+ * named, else the first of UCX, OFI, Socket that works here), agrees on it with every rank,
+ * opens the health links, connects with a handshake (braid version, provider name and
+ * version, job nonce, ranks) and fills the context's connections for the remote ranks. It
+ * reaches no peer when all ranks share a host. Its peer health is the health links
+ * (net_health.c).
  */
-braid_status_t braid_net_setup(struct ncclComm *comm);
-/* Tell the remote ranks this rank's final state, close everything. Local. */
-void braid_net_teardown(struct ncclComm *comm, int state);
-/* Tell the remote ranks this rank's state (braid_comm_state_t): failed, aborted, ... */
-void braid_net_publish_state(struct ncclComm *comm, int state);
-/* Remember the last collective this rank completed (sent with its state). */
-void braid_net_publish_done(struct ncclComm *comm, uint64_t seq_done);
-/*
- * What is known of remote rank r while an operation of collective `seq` waits (p2p: a send
- * or receive, for which "finished the collective" does not apply): NULL while nothing is
- * wrong, else the words for it ("exited or was killed", "is unreachable ...", "aborted its
- * communicator"); *gone_p = 0 while its process and host are there, 1 when they are gone
- * without a word (killed, host or link lost), 2 when it is gone after telling its state.
- */
-const char *braid_net_peer_check(struct ncclComm *comm, int r, uint64_t seq, int p2p,
-                                 int *gone_p);
-/* Move whatever the comm's network connections have in flight (sends, and the oldest
- * receive of each connection): called while an operation waits, on any transport. */
-void braid_net_drive(struct ncclComm *comm);
+extern const braid_transport_t braid_transport_net;
 
 #endif

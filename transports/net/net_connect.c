@@ -18,10 +18,9 @@
 
 /* Pick the provider, listen with it and for health links, and fill this rank's card. A
  * rank without a provider still sends its card (ok = 0), so that every rank fails alike. */
-braid_status_t braid_net_card_fill(braid_comm_t *comm, net_card_t *me)
+braid_status_t braid_net_card_fill(braid_net_t *net, net_card_t *me)
 {
-    braid_net_t *net = comm->net;
-    braid_status_t st = braid_net_provider_pick(comm, &net->prov);
+    braid_status_t st = braid_net_provider_pick(net, &net->prov);
     if (st == BRAID_OK)
         st = net->prov->listen(0, me->handle, &net->listen);
     if (st == BRAID_OK)
@@ -37,33 +36,33 @@ braid_status_t braid_net_card_fill(braid_comm_t *comm, net_card_t *me)
 }
 
 /* Every rank must have a provider, and the same one. */
-braid_status_t braid_net_cards_agree(const braid_comm_t *comm, const net_card_t *cards)
+braid_status_t braid_net_cards_agree(const braid_net_t *net, const net_card_t *cards)
 {
-    const net_card_t *me = &cards[comm->rank];
-    for (int r = 0; r < comm->nranks; r++) {
+    const net_card_t *me = &cards[net->ctx->rank];
+    for (int r = 0; r < net->ctx->nranks; r++) {
         if (!cards[r].ok)
             return braid_err(BRAID_ERR_REMOTE, "net: rank %d (%s) has no network provider: "
-                             "%s", r, comm->peers[r].hostname, cards[r].version);
+                             "%s", r, net->ctx->peers[r].hostname, cards[r].version);
         if (strcmp(cards[r].prov, me->prov) != 0 || strcmp(cards[r].version, me->version) != 0)
             return braid_err(BRAID_ERR_INVALID, "net: rank %d (%s) uses provider %s (%s) but "
                              "rank %d (%s) uses %s (%s): set NCCL_NET, and the same libraries, "
-                             "on every host", r, comm->peers[r].hostname, cards[r].prov,
-                             cards[r].version, comm->rank, comm->peers[comm->rank].hostname,
+                             "on every host", r, net->ctx->peers[r].hostname, cards[r].prov,
+                             cards[r].version, net->ctx->rank, net->ctx->peers[net->ctx->rank].hostname,
                              me->prov, me->version);
     }
     return BRAID_OK;
 }
 
-static void hello_fill(const braid_comm_t *comm, int to, net_hello_t *h)
+static void hello_fill(const braid_net_t *net, int to, net_hello_t *h)
 {
     memset(h, 0, sizeof(*h));
     h->magic = NET_HELLO_MAGIC;
-    h->nonce = comm->nonce;
-    h->from = comm->rank;
+    h->nonce = net->ctx->nonce;
+    h->from = net->ctx->rank;
     h->to = to;
     snprintf(h->braid, sizeof(h->braid), "%s", BRAID_VERSION_STRING);
-    snprintf(h->prov, sizeof(h->prov), "%s", comm->net->prov->name);
-    snprintf(h->version, sizeof(h->version), "%s", comm->net->prov->version());
+    snprintf(h->prov, sizeof(h->prov), "%s", net->prov->name);
+    snprintf(h->version, sizeof(h->version), "%s", net->prov->version());
 }
 
 /*
@@ -71,35 +70,35 @@ static void hello_fill(const braid_comm_t *comm, int to, net_hello_t *h)
  * this job: close it and go on waiting), or an error (another braid or provider version in
  * this job). `got` is the message's length.
  */
-static braid_status_t hello_judge(const braid_comm_t *comm, const net_hello_t *h, size_t got,
+static braid_status_t hello_judge(const braid_net_t *net, const net_hello_t *h, size_t got,
                                   void **recv_comms, int *take_p)
 {
     net_hello_t mine;
     *take_p = 0;
     if (got != sizeof(*h) || h->magic != NET_HELLO_MAGIC) {
         BRAID_WARN("net: rank %d refused a connection that is not a braid handshake (%zu "
-                   "bytes): another program?", comm->rank, got);
+                   "bytes): another program?", net->ctx->rank, got);
         return BRAID_OK;
     }
-    if (h->nonce != comm->nonce || h->to != comm->rank || h->from < 0 ||
-        h->from >= comm->nranks || !net_remote(comm, h->from)) {
+    if (h->nonce != net->ctx->nonce || h->to != net->ctx->rank || h->from < 0 ||
+        h->from >= net->ctx->nranks || !net_remote(net, h->from)) {
         BRAID_WARN("net: rank %d refused a connection from rank %d of another job or "
-                   "communicator (id %016llx, for rank %d; ours is %016llx)", comm->rank,
+                   "communicator (id %016llx, for rank %d; ours is %016llx)", net->ctx->rank,
                    h->from, (unsigned long long)h->nonce, h->to,
-                   (unsigned long long)comm->nonce);
+                   (unsigned long long)net->ctx->nonce);
         return BRAID_OK;
     }
-    hello_fill(comm, h->from, &mine);
+    hello_fill(net, h->from, &mine);
     if (strncmp(h->braid, mine.braid, sizeof(h->braid)) != 0 ||
         strncmp(h->prov, mine.prov, sizeof(h->prov)) != 0 ||
         strncmp(h->version, mine.version, sizeof(h->version)) != 0)
         return braid_err(BRAID_ERR_INVALID, "net: rank %d (%s) runs braid %.32s over %.32s "
                          "(%.160s), rank %d runs braid %s over %s (%s): use one braid and one "
                          "provider version on every host", h->from,
-                         comm->peers[h->from].hostname, h->braid, h->prov, h->version,
-                         comm->rank, mine.braid, mine.prov, mine.version);
+                         net->ctx->peers[h->from].hostname, h->braid, h->prov, h->version,
+                         net->ctx->rank, mine.braid, mine.prov, mine.version);
     if (recv_comms[h->from] != NULL) {
-        BRAID_WARN("net: rank %d refused a second connection from rank %d", comm->rank,
+        BRAID_WARN("net: rank %d refused a second connection from rank %d", net->ctx->rank,
                    h->from);
         return BRAID_OK;
     }
@@ -142,11 +141,11 @@ static braid_status_t pending_step(const braid_net_ops_t *prov, net_pending_t *p
     return st;
 }
 
-static braid_status_t connecting_accept(braid_comm_t *comm, net_connecting_t *k)
+static braid_status_t connecting_accept(braid_net_t *net, net_connecting_t *k)
 {
-    const braid_net_ops_t *prov = comm->net->prov;
+    const braid_net_ops_t *prov = net->prov;
     void *rc = NULL;
-    BRAID_CHECK(prov->accept(comm->net->listen, &rc));
+    BRAID_CHECK(prov->accept(net->listen, &rc));
     if (rc == NULL)
         return BRAID_OK;
     net_pending_t *p = calloc(1, sizeof(*p));
@@ -177,63 +176,64 @@ static braid_status_t connecting_accept(braid_comm_t *comm, net_connecting_t *k)
 #define SETUP_GONE_NS (1000 * 1000000ll)    /* for a peer's link to show why it failed */
 
 /* Rank r, if its health link says it is gone or failed: the error naming it. */
-static braid_status_t net_setup_peer(braid_comm_t *comm, int r)
+static braid_status_t net_setup_peer(braid_net_t *net, int r)
 {
-    int gone;
-    const char *why = braid_net_peer_check(comm, r, 0, 1, &gone);
+    braid_peer_health_t h;
+    braid_net_peer(net, r, &h);
+    const char *why = h.gone ? h.why : braid_peer_state_word(h.state);
     if (why == NULL)
         return BRAID_OK;
-    if (gone == 1)   /* died without a word: tell the ranks that do not watch it */
-        braid_bootstrap_setup_failed(comm->bs, r, BRAID_ERR_REMOTE);
+    if (h.gone == 1)   /* died without a word: tell the ranks that do not watch it */
+        net->ctx->setup_failed(net->ctx->bs, r, BRAID_ERR_REMOTE);
     return braid_err(BRAID_ERR_REMOTE, "net %s: rank %d (pid %d on %s) %s while rank %d was "
-                     "connecting to the ranks of other hosts", comm->net->prov->name, r,
-                     (int)comm->peers[r].pid, comm->peers[r].hostname, why, comm->rank);
+                     "connecting to the ranks of other hosts", net->prov->name, r,
+                     (int)net->ctx->peers[r].pid, net->ctx->peers[r].hostname, why, net->ctx->rank);
 }
 
 /* Every SETUP_CHECK_NS at most: the ranks `k` still misses (all when k is NULL). */
-static braid_status_t net_setup_check(braid_comm_t *comm, const net_connecting_t *k,
+static braid_status_t net_setup_check(braid_net_t *net, const net_connecting_t *k,
                                       int64_t *next_p)
 {
     int64_t now = braid_time_ns();
     if (now < *next_p)
         return BRAID_OK;
     *next_p = now + SETUP_CHECK_NS;
-    for (int r = 0; r < comm->nranks; r++)
-        if (net_remote(comm, r) &&
+    for (int r = 0; r < net->ctx->nranks; r++)
+        if (net_remote(net, r) &&
             (k == NULL || k->send_comms[r] == NULL || k->recv_comms[r] == NULL))
-            BRAID_CHECK(net_setup_peer(comm, r));
-    return braid_bootstrap_check(comm->bs);
+            BRAID_CHECK(net_setup_peer(net, r));
+    return net->ctx->check(net->ctx->bs);
 }
 
 /* The connection to rank r failed (the provider said why): if r died, say that instead. */
-static braid_status_t net_setup_conn_failed(braid_comm_t *comm, int r, braid_status_t st)
+static braid_status_t net_setup_conn_failed(braid_net_t *net, int r, braid_status_t st)
 {
     int64_t end = braid_time_ns() + SETUP_GONE_NS;
     char why[256];
     snprintf(why, sizeof(why), "%s", braid_err_last());
     do {
         struct timespec ts = { 0, 5000000 };
-        BRAID_CHECK(net_setup_peer(comm, r));
+        BRAID_CHECK(net_setup_peer(net, r));
         nanosleep(&ts, NULL);
     } while (braid_time_ns() < end);
     return braid_err(st, "net %s: rank %d's connection to rank %d (pid %d on %s) failed: %s",
-                     comm->net->prov->name, comm->rank, r, (int)comm->peers[r].pid,
-                     comm->peers[r].hostname, why);
+                     net->prov->name, net->ctx->rank, r, (int)net->ctx->peers[r].pid,
+                     net->ctx->peers[r].hostname, why);
 }
 
-static braid_status_t connecting_pass(braid_comm_t *comm, net_connecting_t *k)
+static braid_status_t connecting_pass(braid_net_t *net, net_connecting_t *k)
 {
-    const braid_net_ops_t *prov = comm->net->prov;
+    const braid_net_ops_t *prov = net->prov;
     int done;
     size_t got = 0;
-    BRAID_CHECK(connecting_accept(comm, k));
-    for (int r = 0; r < comm->nranks; r++) {
+    BRAID_CHECK(connecting_accept(net, k));
+    for (int r = 0; r < net->ctx->nranks; r++) {
         net_pending_t *p = &k->sends[r];
         if (p->pcomm == NULL || k->send_comms[r] != NULL)
             continue;
         braid_status_t st = pending_step(prov, p, &done, &got);
         if (st < 0)
-            return net_setup_conn_failed(comm, r, st);
+            return net_setup_conn_failed(net, r, st);
         if (done) {
             k->send_comms[r] = p->pcomm;
             p->pcomm = NULL;
@@ -247,13 +247,13 @@ static braid_status_t connecting_pass(braid_comm_t *comm, net_connecting_t *k)
         if (st == BRAID_OK && !done)
             continue;
         if (st == BRAID_OK) {
-            BRAID_CHECK(hello_judge(comm, &p->hello, got, k->recv_comms, &take));
+            BRAID_CHECK(hello_judge(net, &p->hello, got, k->recv_comms, &take));
         } else {  /* it broke before saying who it is: a port scan or a stray, which must not
                  * fail the job; if it was a peer's, the timeout below tells why */
             snprintf(k->dropped_why, sizeof(k->dropped_why), "%s", braid_err_last());
             k->dropped++;
             BRAID_WARN("net: rank %d dropped a connection that failed before its handshake: "
-                       "%s", comm->rank, k->dropped_why);
+                       "%s", net->ctx->rank, k->dropped_why);
         }
         if (take) {
             k->recv_comms[p->hello.from] = p->pcomm;
@@ -268,45 +268,45 @@ static braid_status_t connecting_pass(braid_comm_t *comm, net_connecting_t *k)
 }
 
 /* "2, 5 and 7" of the remote ranks whose connection to or from us is missing. */
-static void connecting_missing(const braid_comm_t *comm, const net_connecting_t *k, char *buf,
+static void connecting_missing(const braid_net_t *net, const net_connecting_t *k, char *buf,
                                size_t len)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (int r = 0; r < comm->nranks && used + 16 < len; r++)
-        if (net_remote(comm, r) && (k->send_comms[r] == NULL || k->recv_comms[r] == NULL))
+    for (int r = 0; r < net->ctx->nranks && used + 16 < len; r++)
+        if (net_remote(net, r) && (k->send_comms[r] == NULL || k->recv_comms[r] == NULL))
             used += (size_t)snprintf(buf + used, len - used, "%s%d", used ? ", " : "", r);
 }
 
-braid_status_t braid_net_connect_all(braid_comm_t *comm, const net_card_t *cards,
+braid_status_t braid_net_connect_all(braid_net_t *net, const net_card_t *cards,
                                      net_connecting_t *k)
 {
-    const braid_net_ops_t *prov = comm->net->prov;
+    const braid_net_ops_t *prov = net->prov;
     int64_t deadline = braid_deadline_after_s(braid_param_int(BRAID_P_BOOTSTRAP_TIMEOUT));
-    for (int r = 0; r < comm->nranks; r++) {
-        if (!net_remote(comm, r))
+    for (int r = 0; r < net->ctx->nranks; r++) {
+        if (!net_remote(net, r))
             continue;
         k->want += 2;
         k->sends[r].peer = r;
         k->sends[r].is_send = 1;
-        hello_fill(comm, r, &k->sends[r].hello);
+        hello_fill(net, r, &k->sends[r].hello);
         if (prov->connect(0, cards[r].handle, &k->sends[r].pcomm) != BRAID_OK)
-            return net_setup_conn_failed(comm, r, BRAID_ERR_REMOTE);
+            return net_setup_conn_failed(net, r, BRAID_ERR_REMOTE);
     }
     int64_t check = 0;
     while (k->have < k->want) {
-        BRAID_CHECK(connecting_pass(comm, k));
-        BRAID_CHECK(net_setup_check(comm, k, &check));
+        BRAID_CHECK(connecting_pass(net, k));
+        BRAID_CHECK(net_setup_check(net, k, &check));
         if (braid_time_ns() > deadline) {
             char missing[512];
-            connecting_missing(comm, k, missing, sizeof(missing));
+            connecting_missing(net, k, missing, sizeof(missing));
             char dropped[400] = "";
             if (k->dropped > 0)
                 snprintf(dropped, sizeof(dropped), "; %d connections failed before their "
                          "handshake, the last with: %s", k->dropped, k->dropped_why);
             return braid_err(BRAID_ERR_TIMEOUT, "net %s: rank %d could not connect with ranks "
                              "%s within %lld s (BRAID_BOOTSTRAP_TIMEOUT)%s", prov->name,
-                             comm->rank, missing,
+                             net->ctx->rank, missing,
                              (long long)braid_param_int(BRAID_P_BOOTSTRAP_TIMEOUT), dropped);
         }
         if (k->have < k->want)
@@ -340,22 +340,21 @@ void braid_net_connecting_free(const braid_net_ops_t *prov, net_connecting_t *k,
  * provider until every remote rank has said so too: with manual progress, the hello a rank
  * sent last may still need its own progress to reach the peer.
  */
-braid_status_t braid_net_connected_wait(braid_comm_t *comm, net_connecting_t *k)
+braid_status_t braid_net_connected_wait(braid_net_t *net, net_connecting_t *k)
 {
-    braid_net_t *net = comm->net;
     int64_t deadline = braid_deadline_after_s(braid_param_int(BRAID_P_BOOTSTRAP_TIMEOUT));
     int64_t check = 0;
-    braid_net_health_say(net, comm->nranks, BRAID_COMM_READY);
-    for (int r = 0; r < comm->nranks; r++) {
+    braid_net_health_say(net, net->ctx->nranks, BRAID_COMM_READY);
+    for (int r = 0; r < net->ctx->nranks; r++) {
         net_health_t *h = &net->health[r];
         while (h->fd >= 0 && !h->ready) {
-            BRAID_CHECK(connecting_pass(comm, k));   /* drives the provider; refuses strays */
-            braid_net_health_poll(h);
-            BRAID_CHECK(net_setup_check(comm, NULL, &check));   /* its failure, if it said */
+            BRAID_CHECK(connecting_pass(net, k));   /* drives the provider; refuses strays */
+            braid_net_health_poll(net, r);
+            BRAID_CHECK(net_setup_check(net, NULL, &check));   /* its failure, if it said */
             if (!h->ready && braid_time_ns() > deadline)
                 return braid_err(BRAID_ERR_TIMEOUT, "net: rank %d (pid %d on %s) did not "
                                  "finish connecting within %lld s (BRAID_BOOTSTRAP_TIMEOUT)", r,
-                                 (int)comm->peers[r].pid, comm->peers[r].hostname,
+                                 (int)net->ctx->peers[r].pid, net->ctx->peers[r].hostname,
                                  (long long)braid_param_int(BRAID_P_BOOTSTRAP_TIMEOUT));
             if (!h->ready)
                 net_pause();
@@ -365,18 +364,18 @@ braid_status_t braid_net_connected_wait(braid_comm_t *comm, net_connecting_t *k)
 }
 
 /* Turn the finished provider comms into the comm's send_conns / recv_conns. */
-braid_status_t braid_net_conns_make(braid_comm_t *comm, net_connecting_t *k)
+braid_status_t braid_net_conns_make(braid_net_t *net, net_connecting_t *k)
 {
-    for (int r = 0; r < comm->nranks; r++) {
-        if (!net_remote(comm, r))
+    for (int r = 0; r < net->ctx->nranks; r++) {
+        if (!net_remote(net, r))
             continue;
         void *sc = k->send_comms[r], *rc = k->recv_comms[r];
         k->send_comms[r] = k->recv_comms[r] = NULL;
-        braid_status_t st = braid_net_conn_make(comm, r, 1, sc, &comm->send_conns[r]);
+        braid_status_t st = braid_net_conn_make(net, r, 1, sc, &net->ctx->send_conns[r]);
         if (st == BRAID_OK)
-            st = braid_net_conn_make(comm, r, 0, rc, &comm->recv_conns[r]);
+            st = braid_net_conn_make(net, r, 0, rc, &net->ctx->recv_conns[r]);
         else
-            comm->net->prov->close_recv(rc);
+            net->prov->close_recv(rc);
         BRAID_CHECK(st);
     }
     return BRAID_OK;

@@ -203,11 +203,9 @@ static braid_status_t nc_recv_release(braid_conn_t *bc)
  * shared-memory one: so while any operation of the comm waits, every send in flight and the
  * oldest receive of every connection are moved. Failures show where they are waited on.
  */
-void braid_net_drive(braid_comm_t *comm)
+void braid_net_drive(void *tp)
 {
-    braid_net_t *net = comm->net;
-    if (net == NULL)
-        return;
+    braid_net_t *net = tp;
     for (int r = 0; r < net->nranks; r++) {
         net_conn_t *s = net->sends[r], *c = net->recvs[r];
         if (s != NULL && s->failed == BRAID_OK && s->done < s->filled)
@@ -236,7 +234,7 @@ static void nc_close(braid_conn_t *bc)
     free(c);
 }
 
-static const braid_transport_ops_t net_conn_ops = {
+static const braid_conn_ops_t net_conn_ops = {
     .name = "net",
     .send_slot = nc_send_slot,
     .send_commit = nc_send_commit,
@@ -246,12 +244,12 @@ static const braid_transport_ops_t net_conn_ops = {
     .close = nc_close,
 };
 
-braid_status_t braid_net_conn_make(braid_comm_t *comm, int peer, int is_send, void *pcomm,
+braid_status_t braid_net_conn_make(braid_net_t *net, int peer, int is_send, void *pcomm,
                                    braid_conn_t **conn_p)
 {
-    const braid_net_ops_t *prov = comm->net->prov;
-    uint32_t nslots = comm->peers[0].nslots;
-    size_t stride = NET_HDR + comm->slot_size;
+    const braid_net_ops_t *prov = net->prov;
+    uint32_t nslots = net->ctx->peers[0].nslots;
+    size_t stride = NET_HDR + net->ctx->slot_size;
     net_conn_t *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         is_send ? prov->close_send(pcomm) : prov->close_recv(pcomm);
@@ -259,10 +257,10 @@ braid_status_t braid_net_conn_make(braid_comm_t *comm, int peer, int is_send, vo
     }
     c->base.ops = &net_conn_ops;
     c->base.peer = peer;
-    c->base.slot_size = comm->slot_size;
-    c->net = comm->net;
+    c->base.slot_size = net->ctx->slot_size;
+    c->net = net;
     c->prov = prov;
-    c->peer_host = comm->peers[peer].hostname;
+    c->peer_host = net->ctx->peers[peer].hostname;
     c->is_send = is_send;
     c->pcomm = pcomm;
     c->nslots = nslots;
@@ -282,7 +280,7 @@ braid_status_t braid_net_conn_make(braid_comm_t *comm, int peer, int is_send, vo
         nc_close(&c->base);
         return st;
     }
-    (is_send ? comm->net->sends : comm->net->recvs)[peer] = c;
+    (is_send ? net->sends : net->recvs)[peer] = c;
     *conn_p = &c->base;
     return BRAID_OK;
 }

@@ -2,12 +2,12 @@
  * What the files of the network transport's communicator side share (not for core: its
  * interface is transports/net/net.h).
  *
- *   net.c          braid_net_setup / braid_net_teardown (struct braid_net is below)
+ *   net.c          the transport: setup and teardown (struct braid_net is below)
  *   net_provider.c which provider a communicator uses
  *   net_missing.c  the stand-ins for providers configure left out
  *   net_fifo.c     the slot FIFO over a provider's messages (braid_net_drive)
  *   net_connect.c  connection setup: cards, agreement, the hello on every connection
- *   net_health.c   the health links (braid_net_peer_check, braid_net_publish_*)
+ *   net_health.c   the health links: the transport's peer health
  */
 #ifndef BRAID_TRANSPORTS_NET_INT_H
 #define BRAID_TRANSPORTS_NET_INT_H
@@ -15,7 +15,9 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "core/comm.h"
+#include <stdatomic.h>
+
+#include "base/log.h"
 #include "base/socket.h"
 #include "transports/net/net.h"
 
@@ -27,18 +29,23 @@
 
 /* ---- per communicator ------------------------------------------------------------------- */
 
+#define NET_HEALTH_MSG 24       /* bytes of a health message (net_health.c) */
+
 typedef struct net_health {
     int fd;                     /* -1: a rank of this host */
     int closed;                 /* the connection ended: 1 closed, 2 timed out / broke */
     int said;                   /* the rank told its state */
     int state;                  /* what it said (braid_comm_state_t) */
     int ready;                  /* it said its connections stand (setup) */
-    uint64_t seq_done;          /* and the last collective it completed */
-    unsigned char in[16];
+    int fresh;                  /* the progress below came after our last question */
+    uint64_t seq_started;       /* the last collective it started, */
+    uint64_t seq_done;          /* and completed, as it last told */
+    unsigned char in[NET_HEALTH_MSG];
     size_t in_off;
 } net_health_t;
 
-struct braid_net {
+typedef struct braid_net {
+    braid_transport_ctx_t *ctx;
     const braid_net_ops_t *prov;
     void *listen;
     int health_fd;              /* health listener, closed after setup */
@@ -46,10 +53,11 @@ struct braid_net {
     struct net_conn **sends;    /* [nranks]: the connections to remote ranks, NULL for */
     struct net_conn **recvs;    /* local ones (braid_net_drive) */
     int nranks;
+    _Atomic uint64_t seq_started;   /* this rank's progress, told when asked */
     _Atomic uint64_t seq_done;
     _Atomic int gone;           /* the exit hook spoke last: say nothing more */
-    braid_net_t *next;          /* every live one, for the exit hook */
-};
+    struct braid_net *next;     /* every live one, for the exit hook */
+} braid_net_t;
 
 /* ---- setup: what the ranks exchange ----------------------------------------------------- */
 
@@ -92,14 +100,9 @@ typedef struct net_connecting {
     char dropped_why[256];      /* the last one's error */
 } net_connecting_t;
 
-static inline int net_remote(const braid_comm_t *comm, int r)
+static inline int net_remote(const braid_net_t *net, int r)
 {
-    return braid_topo_link(&comm->topo, comm->rank, r) == BRAID_LINK_NET;
-}
-
-static inline int net_any_remote(const braid_comm_t *comm)
-{
-    return comm->topo.nhosts > 1;
+    return braid_topo_link(net->ctx->topo, net->ctx->rank, r) == BRAID_LINK_NET;
 }
 
 static inline void net_pause(void)
@@ -112,29 +115,31 @@ static inline void net_pause(void)
 
 /* The provider this rank would use: named (config netName, NCCL_NET) or the first that
  * initialises. */
-braid_status_t braid_net_provider_pick(const braid_comm_t *comm,
+braid_status_t braid_net_provider_pick(const braid_net_t *net,
                                        const braid_net_ops_t **prov_p);
 
 /* ---- net_fifo.c ------------------------------------------------------------------------- */
 
+/* Move what every connection has in flight (the transport's drive). */
+void braid_net_drive(void *tp);
 /* Wrap a provider comm (owned from here on, also on failure) into a connection. */
-braid_status_t braid_net_conn_make(braid_comm_t *comm, int peer, int is_send, void *pcomm,
+braid_status_t braid_net_conn_make(braid_net_t *net, int peer, int is_send, void *pcomm,
                                    braid_conn_t **conn_p);
 
 /* ---- net_connect.c ---------------------------------------------------------------------- */
 
 /* Pick the provider, listen with it and for health links, and fill this rank's card. A
  * rank without a provider still sends its card (ok = 0), so that every rank fails alike. */
-braid_status_t braid_net_card_fill(braid_comm_t *comm, net_card_t *me);
+braid_status_t braid_net_card_fill(braid_net_t *net, net_card_t *me);
 /* Every rank must have a provider, and the same one. */
-braid_status_t braid_net_cards_agree(const braid_comm_t *comm, const net_card_t *cards);
+braid_status_t braid_net_cards_agree(const braid_net_t *net, const net_card_t *cards);
 /* Connect to every remote rank and accept its connection, each with its hello. */
-braid_status_t braid_net_connect_all(braid_comm_t *comm, const net_card_t *cards,
+braid_status_t braid_net_connect_all(braid_net_t *net, const net_card_t *cards,
                                      net_connecting_t *k);
 /* Say on the health links that this rank's connections stand; wait until all others have. */
-braid_status_t braid_net_connected_wait(braid_comm_t *comm, net_connecting_t *k);
+braid_status_t braid_net_connected_wait(braid_net_t *net, net_connecting_t *k);
 /* Turn the finished provider comms into the comm's send_conns / recv_conns. */
-braid_status_t braid_net_conns_make(braid_comm_t *comm, net_connecting_t *k);
+braid_status_t braid_net_conns_make(braid_net_t *net, net_connecting_t *k);
 /* Close what `k` still holds and free it. */
 void braid_net_connecting_free(const braid_net_ops_t *prov, net_connecting_t *k, int n);
 
@@ -143,11 +148,16 @@ void braid_net_connecting_free(const braid_net_ops_t *prov, net_connecting_t *k,
 /* Listen for health links (net->health_fd) on the interface the sockets use. */
 braid_status_t braid_net_health_listen(braid_net_t *net, braid_sockaddr_t *addr_p);
 /* Open a health link with every rank of another host (cards[r].health). */
-braid_status_t braid_net_health_connect_all(braid_comm_t *comm, const net_card_t *cards);
+braid_status_t braid_net_health_connect_all(braid_net_t *net, const net_card_t *cards);
 /* Tell every remote rank this rank's state, with the last collective it completed. */
 void braid_net_health_say(braid_net_t *net, int nranks, int state);
-/* Read what a rank said, and whether its link still stands. */
-void braid_net_health_poll(net_health_t *h);
+/* Read what rank r said (answering its questions), and whether its link still stands. */
+void braid_net_health_poll(braid_net_t *net, int r);
+/* Peer health (transports/transport.h: braid_transport_t). */
+void braid_net_publish_state(void *tp, braid_comm_state_t state, braid_status_t status);
+void braid_net_publish_progress(void *tp, uint64_t started, uint64_t done);
+int braid_net_peer(void *tp, int r, braid_peer_health_t *h);
+void braid_net_ask(void *tp, int r);
 /* The live list, for the exit hook: added once setup is done, removed at teardown. */
 void braid_net_live_add(braid_net_t *net);
 void braid_net_live_remove(braid_net_t *net);

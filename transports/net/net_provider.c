@@ -29,13 +29,13 @@ static braid_status_t net_init_named(const braid_net_ops_t *p, const char *how)
     return BRAID_OK;
 }
 
-braid_status_t braid_net_provider_pick(const braid_comm_t *comm,
+braid_status_t braid_net_provider_pick(const braid_net_t *net,
                                        const braid_net_ops_t **prov_p)
 {
     const braid_net_ops_t *plugin = braid_net_plugin_load();
-    const char *want = comm->config.net_name[0] ? comm->config.net_name
+    const char *want = net->ctx->net_name[0] ? net->ctx->net_name
                                                 : braid_param_str(BRAID_P_NET);
-    const char *how = comm->config.net_name[0] ? "netName" : "NCCL_NET";
+    const char *how = net->ctx->net_name[0] ? "netName" : "NCCL_NET";
     if (plugin == NULL && braid_net_plugin_named())
         return BRAID_ERR_INVALID;   /* the plugin's error is recorded */
     if (want[0] != '\0') {

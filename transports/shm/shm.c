@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,19 @@
 #include "base/proc.h"
 #include "transports/shm/cma.h"
 #include "transports/shm/shm.h"
+
+/* Published by each rank in its own segment; read by its peers. */
+typedef struct shm_ctrl {
+    uint64_t magic;
+    int32_t rank;
+    int32_t pid;
+    _Atomic int state;              /* braid_comm_state_t */
+    _Atomic int status;             /* braid_status_t of a failure, else 0 */
+    _Atomic uint64_t seq_started;   /* last collective sequence number started */
+    _Atomic uint64_t seq_done;      /* last collective sequence number completed */
+    uint64_t self_addr;             /* this block's address in its owner's process */
+    uint64_t proc_key;              /* braid_cma_proc_key() of its owner */
+} shm_ctrl_t;
 
 #define SHM_CTRL_MAGIC 0x62726169647368ull /* "braidsh" */
 #define SHM_PAGE 4096u
@@ -65,7 +79,8 @@ typedef struct shm_map {
     size_t len;
 } shm_map_t;
 
-struct braid_shm {
+typedef struct braid_shm {
+    braid_transport_ctx_t *ctx;
     char name[96];
     int unlinked;
     int setup_done;         /* every rank mapped every segment */
@@ -73,24 +88,24 @@ struct braid_shm {
     uint32_t nslots;
     shm_map_t *maps;        /* [nranks]: maps[rank] is our own segment; NULL bases for
                              * the ranks of other hosts */
-    braid_pull_t pull;      /* agreed: how ranks read each other's buffers */
-    size_t pull_min;        /* agreed: from this many bytes, algorithms do */
-};
+    uint8_t *pid_visible;   /* [nranks]: a local peer's pid can be watched via /proc (not
+                             * from another pid namespace) */
+} braid_shm_t;
 
 _Static_assert(sizeof(shm_slot_hdr_t) == SHM_CL, "slot header is one cache line");
-_Static_assert(sizeof(braid_shm_ctrl_t) <= SHM_PAGE, "control block fits its page");
+_Static_assert(sizeof(shm_ctrl_t) <= SHM_PAGE, "control block fits its page");
 
 /* Rank r's place among this host's ranks (its FIFO's place in every segment of the host),
  * -1 when it is on another host. */
-static int shm_local(const braid_comm_t *comm, int r)
+static int shm_local(const braid_transport_ctx_t *ctx, int r)
 {
-    const braid_topo_t *t = &comm->topo;
-    return t->host_of[r] == t->host_of[comm->rank] ? t->local_rank[r] : -1;
+    const braid_topo_t *t = ctx->topo;
+    return t->host_of[r] == t->host_of[ctx->rank] ? t->local_rank[r] : -1;
 }
 
-static int shm_nlocal(const braid_comm_t *comm)
+static int shm_nlocal(const braid_transport_ctx_t *ctx)
 {
-    return braid_topo_nlocal(&comm->topo, comm->topo.host_of[comm->rank]);
+    return braid_topo_nlocal(ctx->topo, ctx->topo->host_of[ctx->rank]);
 }
 
 static size_t align_up(size_t v, size_t a)
@@ -162,7 +177,7 @@ static void shm_close(braid_conn_t *c)
     free(c);
 }
 
-static const braid_transport_ops_t shm_ops = {
+static const braid_conn_ops_t shm_ops = {
     .name = "shm",
     .send_slot = shm_send_slot,
     .send_commit = shm_send_commit,
@@ -175,10 +190,10 @@ static const braid_transport_ops_t shm_ops = {
 
 /* The nonce names the job (and child); rank 0's pid tells apart two runs of a job whose
  * nonce is fixed by NCCL_COMM_ID, in case a crashed run left a name behind. */
-static void seg_name(char *buf, size_t len, const braid_comm_t *comm, int rank)
+static void seg_name(char *buf, size_t len, const braid_transport_ctx_t *ctx, int rank)
 {
-    snprintf(buf, len, "braid-%016llx-%x-%d", (unsigned long long)comm->nonce,
-             (unsigned)comm->peers[0].pid, rank);
+    snprintf(buf, len, "braid-%016llx-%x-%d", (unsigned long long)ctx->nonce,
+             (unsigned)ctx->peers[0].pid, rank);
 }
 
 static braid_status_t seg_path(char *buf, size_t len, const char *name)
@@ -235,37 +250,33 @@ static void seg_unlink(braid_shm_t *shm)
 /* Remove every other rank's name: once all have mapped all (a rank may die before it
  * removes its own), and when setup failed (a dead rank cannot remove its own). Removing a
  * name that is already gone is harmless. */
-static void seg_unlink_peers(const braid_comm_t *comm)
+static void seg_unlink_peers(const braid_transport_ctx_t *ctx)
 {
     char name[96], path[4200];
-    if (comm->peers == NULL)
-        return;
-    for (int r = 0; r < comm->nranks; r++) {
-        seg_name(name, sizeof(name), comm, r);
-        if (r != comm->rank && shm_local(comm, r) >= 0 &&
+    for (int r = 0; r < ctx->nranks; r++) {
+        seg_name(name, sizeof(name), ctx, r);
+        if (r != ctx->rank && shm_local(ctx, r) >= 0 &&
             seg_path(path, sizeof(path), name) == BRAID_OK)
             unlink(path);
     }
 }
 
-static shm_fifo_t *seg_fifo(const braid_comm_t *comm, int owner, int sender)
+static shm_fifo_t *seg_fifo(const braid_shm_t *shm, int owner, int sender)
 {
-    const braid_shm_t *shm = comm->shm;
     return (shm_fifo_t *)((char *)shm->maps[owner].base + SHM_PAGE +
-                          (size_t)shm_local(comm, sender) * shm->fifo_bytes);
+                          (size_t)shm_local(shm->ctx, sender) * shm->fifo_bytes);
 }
 
-static braid_status_t conn_make(braid_comm_t *comm, int owner, int sender, int peer,
+static braid_status_t conn_make(braid_shm_t *shm, int owner, int sender, int peer,
                                 braid_conn_t **conn_p)
 {
-    braid_shm_t *shm = comm->shm;
     shm_conn_t *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for a connection");
     c->base.ops = &shm_ops;
     c->base.peer = peer;
-    c->base.slot_size = comm->slot_size;
-    c->fifo = seg_fifo(comm, owner, sender);
+    c->base.slot_size = shm->ctx->slot_size;
+    c->fifo = seg_fifo(shm, owner, sender);
     c->hdrs = (shm_slot_hdr_t *)((char *)c->fifo + sizeof(shm_fifo_t));
     c->data = (char *)c->fifo + fifo_hdr_bytes(shm->nslots);
     c->nslots = shm->nslots;
@@ -273,11 +284,10 @@ static braid_status_t conn_make(braid_comm_t *comm, int owner, int sender, int p
     return BRAID_OK;
 }
 
-braid_shm_ctrl_t *braid_shm_ctrl(const braid_comm_t *comm, int r)
+/* Control block of rank r (this rank's own for r == ctx->rank); NULL for other hosts. */
+static shm_ctrl_t *shm_ctrl(const braid_shm_t *shm, int r)
 {
-    if (comm->shm == NULL || comm->shm->maps == NULL || comm->shm->maps[r].base == NULL)
-        return NULL;
-    return (braid_shm_ctrl_t *)comm->shm->maps[r].base;
+    return (shm_ctrl_t *)shm->maps[r].base;
 }
 
 /* ---- single copy: may ranks read each other's buffers? ------------------------------ */
@@ -306,28 +316,28 @@ typedef struct shm_cma_vote {
     int32_t err;            /* errno of that read (0: it read something else) */
 } shm_cma_vote_t;
 
-static int shm_same_process(const braid_shm_ctrl_t *a, const braid_shm_ctrl_t *b)
+static int shm_same_process(const shm_ctrl_t *a, const shm_ctrl_t *b)
 {
     return a->pid == b->pid && a->proc_key == b->proc_key;   /* pids repeat across namespaces */
 }
 
-static int shm_one_process(const braid_comm_t *comm)
+static int shm_one_process(const braid_shm_t *shm)
 {
-    for (int r = 0; r < comm->nranks; r++)
-        if (!shm_same_process(braid_shm_ctrl(comm, r), braid_shm_ctrl(comm, comm->rank)))
+    for (int r = 0; r < shm->ctx->nranks; r++)
+        if (!shm_same_process(shm_ctrl(shm, r), shm_ctrl(shm, shm->ctx->rank)))
             return 0;
     return 1;
 }
 
 /* Read every peer's control block through CMA and compare with our mapping of it. */
-static void shm_cma_probe(const braid_comm_t *comm, shm_cma_vote_t *v)
+static void shm_cma_probe(const braid_shm_t *shm, shm_cma_vote_t *v)
 {
-    const braid_shm_ctrl_t *me = braid_shm_ctrl(comm, comm->rank);
+    const shm_ctrl_t *me = shm_ctrl(shm, shm->ctx->rank);
     v->bad_peer = -1;
-    for (int r = 0; r < comm->nranks && v->bad_peer < 0; r++) {
-        const braid_shm_ctrl_t *c = braid_shm_ctrl(comm, r);
+    for (int r = 0; r < shm->ctx->nranks && v->bad_peer < 0; r++) {
+        const shm_ctrl_t *c = shm_ctrl(shm, r);
         char got[16];
-        if (r == comm->rank || shm_same_process(c, me))
+        if (r == shm->ctx->rank || shm_same_process(c, me))
             continue;
         v->err = braid_cma_read(c->pid, got, c->self_addr, sizeof(got));
         if (v->err != 0 || memcmp(got, c, sizeof(got)) != 0)
@@ -341,17 +351,18 @@ static void shm_cma_probe(const braid_comm_t *comm, shm_cma_vote_t *v)
  * user), messages go through the FIFOs; if rank `req` asked for single copy (>= 0), init
  * fails instead, naming the ranks.
  */
-static braid_status_t shm_cma_try(braid_comm_t *comm, int req)
+static braid_status_t shm_cma_try(braid_shm_t *shm, int req)
 {
-    int n = comm->nranks, bad = -1;
+    braid_transport_ctx_t *ctx = shm->ctx;
+    int n = ctx->nranks, bad = -1;
     shm_cma_vote_t *v = calloc((size_t)n, sizeof(*v));
     if (v == NULL)
         return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d votes", n);
     braid_cma_allow_peers();
-    braid_status_t st = braid_bootstrap_barrier(comm->bs);
+    braid_status_t st = ctx->barrier(ctx->bs);
     if (st == BRAID_OK) {
-        shm_cma_probe(comm, &v[comm->rank]);
-        st = braid_bootstrap_allgather(comm->bs, &v[comm->rank], v, sizeof(*v));
+        shm_cma_probe(shm, &v[ctx->rank]);
+        st = ctx->allgather(ctx->bs, &v[ctx->rank], v, sizeof(*v));
     }
     for (int r = 0; r < n && st == BRAID_OK && bad < 0; r++)
         bad = v[r].bad_peer >= 0 ? r : -1;
@@ -367,7 +378,7 @@ static braid_status_t shm_cma_try(braid_comm_t *comm, int req)
                    "process_vm_readv (%s): messages go through shared memory", bad,
                    v[bad].bad_peer, why);
     else if (st == BRAID_OK)
-        comm->shm->pull = BRAID_PULL_CMA;
+        ctx->pull = BRAID_PULL_CMA;
     free(v);
     return st;
 }
@@ -383,54 +394,49 @@ static braid_status_t shm_cma_try(braid_comm_t *comm, int req)
  */
 #define SHM_CMA_BY_DEFAULT 0
 
-static braid_status_t shm_pull_agree(braid_comm_t *comm)
+static braid_status_t shm_pull_agree(braid_shm_t *shm)
 {
-    int n = comm->nranks, req = -1, off = -1, one = 1;
-    if (shm_nlocal(comm) < n) {   /* every rank knows: no pulls across hosts */
-        comm->shm->pull = BRAID_PULL_NONE;
-        return braid_bootstrap_barrier(comm->bs);   /* still the "all mapped" barrier */
+    braid_transport_ctx_t *ctx = shm->ctx;
+    int n = ctx->nranks, req = -1, off = -1, one = 1;
+    if (shm_nlocal(ctx) < n) {   /* every rank knows: no pulls across hosts */
+        ctx->pull = BRAID_PULL_NONE;
+        return ctx->barrier(ctx->bs);   /* still the "all mapped" barrier */
     }
     shm_pull_vote_t *v = calloc((size_t)n, sizeof(*v)), *mine;
     if (v == NULL)
         return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d votes", n);
-    mine = &v[comm->rank];
+    mine = &v[ctx->rank];
     mine->min = (uint64_t)braid_param_int(BRAID_P_SHM_CMA_MIN);
     mine->mode = shm_cma_mode();
-    mine->one_process = shm_one_process(comm);
-    braid_status_t st = braid_bootstrap_allgather(comm->bs, mine, v, sizeof(*v));
+    mine->one_process = shm_one_process(shm);
+    braid_status_t st = ctx->allgather(ctx->bs, mine, v, sizeof(*v));
     for (int r = 0; r < n && st == BRAID_OK; r++) {
         req = req < 0 && v[r].mode == 1 ? r : req;
         off = off < 0 && v[r].mode == 0 ? r : off;
         one &= v[r].one_process;
     }
-    comm->shm->pull = BRAID_PULL_NONE;
-    comm->shm->pull_min = (size_t)v[0].min;
+    ctx->pull = BRAID_PULL_NONE;
+    ctx->pull_min = (size_t)v[0].min;
     if (st == BRAID_OK && req >= 0 && off >= 0)
         st = braid_err(BRAID_ERR_INVALID, "shm: BRAID_SHM_CMA=1 on rank %d but 0 on rank %d: "
                        "set the same value on every rank", req, off);
     else if (st == BRAID_OK && off < 0 && one)
-        comm->shm->pull = BRAID_PULL_LOAD;
+        ctx->pull = BRAID_PULL_LOAD;
     else if (st == BRAID_OK && (req >= 0 || (SHM_CMA_BY_DEFAULT && off < 0)))
-        st = shm_cma_try(comm, req);
+        st = shm_cma_try(shm, req);
     free(v);
     return st;
 }
 
-braid_pull_t braid_shm_pull(const braid_comm_t *comm, size_t *min_p)
+static braid_status_t shm_create_own(braid_shm_t *shm)
 {
-    *min_p = comm->shm != NULL ? comm->shm->pull_min : 0;
-    return comm->shm != NULL ? comm->shm->pull : BRAID_PULL_NONE;
-}
-
-static braid_status_t shm_create_own(braid_comm_t *comm)
-{
-    braid_shm_t *shm = comm->shm;
+    int me = shm->ctx->rank;
     char name[sizeof(shm->name)];
-    seg_name(name, sizeof(name), comm, comm->rank);
-    BRAID_CHECK(seg_map(name, shm->seg_bytes, 1, &shm->maps[comm->rank]));
+    seg_name(name, sizeof(name), shm->ctx, me);
+    BRAID_CHECK(seg_map(name, shm->seg_bytes, 1, &shm->maps[me]));
     memcpy(shm->name, name, sizeof(name));  /* ours to remove from now on */
-    braid_shm_ctrl_t *ctrl = (braid_shm_ctrl_t *)shm->maps[comm->rank].base;
-    ctrl->rank = comm->rank;
+    shm_ctrl_t *ctrl = shm_ctrl(shm, me);
+    ctrl->rank = me;
     ctrl->pid = (int32_t)getpid();
     ctrl->self_addr = (uint64_t)(uintptr_t)ctrl;
     ctrl->proc_key = braid_cma_proc_key();
@@ -447,105 +453,195 @@ static braid_status_t shm_create_own(braid_comm_t *comm)
  */
 #define SHM_GONE_WAIT_MS 2000
 
-static braid_status_t shm_peer_gone(braid_comm_t *comm, int r, const char *name)
+static braid_status_t shm_peer_gone(const braid_transport_ctx_t *ctx, int r, const char *name)
 {
     for (int ms = 0; ms < SHM_GONE_WAIT_MS; ms += 5) {
         struct timespec ts = { 0, 5000000 };
-        BRAID_CHECK(braid_bootstrap_check(comm->bs));
+        BRAID_CHECK(ctx->check(ctx->bs));
         nanosleep(&ts, NULL);
     }
     return braid_err(BRAID_ERR_REMOTE, "shm: the segment %s of rank %d (pid %d) is gone before "
                      "setup ended: a rank whose setup failed removed it", name, r,
-                     (int)comm->peers[r].pid);
+                     (int)ctx->peers[r].pid);
 }
 
-static braid_status_t shm_map_peers(braid_comm_t *comm)
+static braid_status_t shm_map_peers(braid_shm_t *shm)
 {
-    braid_shm_t *shm = comm->shm;
-    for (int r = 0; r < comm->nranks; r++) {
-        if (r == comm->rank || shm_local(comm, r) < 0)
+    const braid_transport_ctx_t *ctx = shm->ctx;
+    for (int r = 0; r < ctx->nranks; r++) {
+        if (r == ctx->rank || shm_local(ctx, r) < 0)
             continue;
         char name[96];
-        seg_name(name, sizeof(name), comm, r);
+        seg_name(name, sizeof(name), ctx, r);
         braid_status_t st = seg_map(name, shm->seg_bytes, 0, &shm->maps[r]);
         if (st == BRAID_ERR_REMOTE)
-            return shm_peer_gone(comm, r, name);
+            return shm_peer_gone(ctx, r, name);
         BRAID_CHECK(st);
-        if (((braid_shm_ctrl_t *)shm->maps[r].base)->magic != SHM_CTRL_MAGIC)
+        /* a peer in another pid namespace cannot be watched through /proc */
+        shm->pid_visible[r] = braid_proc_alive(ctx->peers[r].pid, ctx->peers[r].starttime) ==
+                              BRAID_PROC_ALIVE;
+        if (shm_ctrl(shm, r)->magic != SHM_CTRL_MAGIC)
             return braid_err(BRAID_ERR_REMOTE, "shm: segment %s of rank %d is not initialised",
                              name, r);
     }
     return BRAID_OK;
 }
 
-static braid_status_t shm_make_conns(braid_comm_t *comm)
+static braid_status_t shm_make_conns(braid_shm_t *shm)
 {
-    for (int p = 0; p < comm->nranks; p++) {
-        if (shm_local(comm, p) < 0)
+    braid_transport_ctx_t *ctx = shm->ctx;
+    for (int p = 0; p < ctx->nranks; p++) {
+        if (shm_local(ctx, p) < 0)
             continue;
         /* we send into p's segment, FIFO "from us"; we receive in ours, FIFO "from p" */
-        BRAID_CHECK(conn_make(comm, p, comm->rank, p, &comm->send_conns[p]));
-        BRAID_CHECK(conn_make(comm, comm->rank, p, p, &comm->recv_conns[p]));
+        BRAID_CHECK(conn_make(shm, p, ctx->rank, p, &ctx->send_conns[p]));
+        BRAID_CHECK(conn_make(shm, ctx->rank, p, p, &ctx->recv_conns[p]));
     }
     return BRAID_OK;
 }
 
-braid_status_t braid_shm_setup(braid_comm_t *comm)
+static void shm_free(braid_shm_t *shm)
 {
-    braid_shm_t *shm = calloc(1, sizeof(*shm));
-    if (shm == NULL || (shm->maps = calloc((size_t)comm->nranks, sizeof(shm_map_t))) == NULL) {
-        free(shm);
-        return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d peers", comm->nranks);
+    const braid_transport_ctx_t *ctx = shm->ctx;
+    for (int p = 0; p < ctx->nranks; p++) {
+        if (shm_local(ctx, p) < 0)
+            continue;
+        braid_conn_close(ctx->send_conns[p]);
+        ctx->send_conns[p] = NULL;
+        braid_conn_close(ctx->recv_conns[p]);
+        ctx->recv_conns[p] = NULL;
     }
-    comm->shm = shm;
-    shm->nslots = comm->peers[0].nslots;
-    shm->fifo_bytes = fifo_hdr_bytes(shm->nslots) + (size_t)shm->nslots * comm->slot_size;
-    shm->seg_bytes = SHM_PAGE + (size_t)shm_nlocal(comm) * shm->fifo_bytes;
-    BRAID_CHECK(shm_create_own(comm));
+    seg_unlink(shm);
+    if (!shm->setup_done)
+        seg_unlink_peers(ctx);
+    for (int r = 0; r < ctx->nranks; r++)
+        if (shm->maps[r].base != NULL)
+            munmap(shm->maps[r].base, shm->maps[r].len);
+    free(shm->maps);
+    free(shm->pid_visible);
+    free(shm);
+}
+
+static braid_status_t shm_setup_body(braid_shm_t *shm)
+{
+    braid_transport_ctx_t *ctx = shm->ctx;
+    shm->nslots = ctx->nslots;
+    shm->fifo_bytes = fifo_hdr_bytes(shm->nslots) + (size_t)shm->nslots * ctx->slot_size;
+    shm->seg_bytes = SHM_PAGE + (size_t)shm_nlocal(ctx) * shm->fifo_bytes;
+    BRAID_CHECK(shm_create_own(shm));
     braid_proc_setup_pause("shm");   /* its segment made, the others' not mapped yet */
-    BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
-    BRAID_CHECK(shm_map_peers(comm));
-    BRAID_CHECK(shm_pull_agree(comm));
+    BRAID_CHECK(ctx->barrier(ctx->bs));
+    BRAID_CHECK(shm_map_peers(shm));
+    BRAID_CHECK(shm_pull_agree(shm));
     /* everyone has mapped everyone (they voted after mapping): the names can go, all of
      * them from every rank, so that a rank killed now leaves nothing behind */
     shm->setup_done = 1;
     seg_unlink(shm);
-    seg_unlink_peers(comm);
-    BRAID_CHECK(shm_make_conns(comm));
+    seg_unlink_peers(ctx);
+    BRAID_CHECK(shm_make_conns(shm));
     BRAID_INFO(BRAID_SUB_SHM | BRAID_SUB_INIT,
                "shm: %d ranks, %u slots of %zu bytes per peer, %zu-byte segment; single copy "
-               "%s (from %zu bytes)", shm_nlocal(comm), shm->nslots, comm->slot_size,
-               shm->seg_bytes, shm->pull == BRAID_PULL_LOAD  ? "by loads"
-                               : shm->pull == BRAID_PULL_CMA ? "by process_vm_readv"
-                                                             : "off", shm->pull_min);
+               "%s (from %zu bytes)", shm_nlocal(ctx), shm->nslots, ctx->slot_size,
+               shm->seg_bytes, ctx->pull == BRAID_PULL_LOAD  ? "by loads"
+                               : ctx->pull == BRAID_PULL_CMA ? "by process_vm_readv"
+                                                             : "off", ctx->pull_min);
     return BRAID_OK;
 }
 
-void braid_shm_teardown(braid_comm_t *comm, braid_comm_state_t state)
+static braid_status_t shm_setup(braid_transport_ctx_t *ctx, void **tp_p)
 {
-    braid_shm_t *shm = comm->shm;
-    if (shm == NULL)
-        return;
-    braid_shm_ctrl_t *mine = braid_shm_ctrl(comm, comm->rank);
+    braid_shm_t *shm = calloc(1, sizeof(*shm));
+    if (shm != NULL) {
+        shm->maps = calloc((size_t)ctx->nranks, sizeof(shm_map_t));
+        shm->pid_visible = calloc((size_t)ctx->nranks, 1);
+    }
+    if (shm == NULL || shm->maps == NULL || shm->pid_visible == NULL) {
+        if (shm != NULL) {
+            free(shm->maps);
+            free(shm);
+        }
+        return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d peers", ctx->nranks);
+    }
+    shm->ctx = ctx;
+    /* published at once: a failed setup is torn down like a finished one, names removed */
+    *tp_p = shm;
+    return shm_setup_body(shm);
+}
+
+static void shm_teardown(void *tp, braid_comm_state_t state)
+{
+    braid_shm_t *shm = tp;
+    shm_ctrl_t *mine = shm_ctrl(shm, shm->ctx->rank);
     if (mine != NULL)
         atomic_store(&mine->state, (int)state);
-    for (int p = 0; p < comm->nranks; p++) {
-        if (comm->send_conns != NULL) {
-            braid_conn_close(comm->send_conns[p]);
-            comm->send_conns[p] = NULL;
-        }
-        if (comm->recv_conns != NULL) {
-            braid_conn_close(comm->recv_conns[p]);
-            comm->recv_conns[p] = NULL;
-        }
-    }
-    seg_unlink(shm);
-    if (!shm->setup_done)
-        seg_unlink_peers(comm);
-    for (int r = 0; r < comm->nranks; r++)
-        if (shm->maps[r].base != NULL)
-            munmap(shm->maps[r].base, shm->maps[r].len);
-    free(shm->maps);
-    free(shm);
-    comm->shm = NULL;
+    shm_free(shm);
 }
+
+/* ---- peer health: the control blocks ---------------------------------------------------- */
+
+static void shm_publish_state(void *tp, braid_comm_state_t state, braid_status_t status)
+{
+    braid_shm_t *shm = tp;
+    shm_ctrl_t *mine = shm_ctrl(shm, shm->ctx->rank);
+    if (mine == NULL)
+        return;
+    if (state == BRAID_COMM_ERROR)
+        atomic_store(&mine->status, (int)status);
+    atomic_store(&mine->state, (int)state);
+}
+
+static void shm_publish_progress(void *tp, uint64_t started, uint64_t done)
+{
+    shm_ctrl_t *mine = shm_ctrl(tp, ((braid_shm_t *)tp)->ctx->rank);
+    if (mine == NULL)
+        return;
+    if (started)
+        atomic_store_explicit(&mine->seq_started, started, memory_order_release);
+    if (done)
+        atomic_store_explicit(&mine->seq_done, done, memory_order_release);
+}
+
+static int shm_peer(void *tp, int r, braid_peer_health_t *h)
+{
+    braid_shm_t *shm = tp;
+    const braid_transport_ctx_t *ctx = shm->ctx;
+    shm_ctrl_t *ctrl = shm_ctrl(shm, r);
+    if (ctrl == NULL)
+        return 0;
+    h->state = atomic_load(&ctrl->state);
+    h->known = 1;
+    h->seq_started = atomic_load_explicit(&ctrl->seq_started, memory_order_acquire);
+    h->seq_done = atomic_load_explicit(&ctrl->seq_done, memory_order_acquire);
+    h->gone = 0;
+    h->why = NULL;
+    if (r != ctx->rank && shm->pid_visible[r] &&
+        braid_proc_alive(ctx->peers[r].pid, ctx->peers[r].starttime) == BRAID_PROC_DEAD) {
+        const char *word = braid_peer_state_word(h->state);   /* say why, if it said */
+        h->gone = word != NULL ? 2 : 1;
+        h->why = word != NULL ? word : "exited or was killed";
+    }
+    return 1;
+}
+
+/* A local peer's progress is always in its control block: nothing to ask, nothing to move. */
+static void shm_ask(void *tp, int r)
+{
+    (void)tp;
+    (void)r;
+}
+
+static void shm_drive(void *tp)
+{
+    (void)tp;
+}
+
+const braid_transport_t braid_transport_shm = {
+    .name = "shm",
+    .setup = shm_setup,
+    .teardown = shm_teardown,
+    .publish_state = shm_publish_state,
+    .publish_progress = shm_publish_progress,
+    .peer = shm_peer,
+    .ask = shm_ask,
+    .drive = shm_drive,
+};
