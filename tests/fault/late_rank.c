@@ -93,8 +93,12 @@ static int late(int rank, ncclComm_t comm, float *s, float *d)
 
 static int rank_main(int rank, int n)
 {
-    if (two_hosts)
+    if (two_hosts) {
         setenv("NCCL_HOSTID", rank < n / 2 ? "late-rank-host-a" : "late-rank-host-b", 1);
+        /* UCX, the default provider, would find the "hosts" on one machine and use shared
+         * memory between them (whose segments LeakSanitizer reports as UCX's leaks) */
+        setenv("UCX_TLS", "tcp", 0);
+    }
     ncclComm_t comm = ft_comm_init(rank, n);
     float *s = calloc(COUNT, sizeof(float)), *d = calloc(COUNT, sizeof(float));
     if (s == NULL || d == NULL)
