@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 
+#include "algorithms/algo.h"
 #include "topo/topo.h"
 
 typedef struct braid_model {

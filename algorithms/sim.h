@@ -18,6 +18,7 @@
 #ifndef BRAID_CORE_SIM_H
 #define BRAID_CORE_SIM_H
 
+#include "algorithms/algo.h"
 #include "exec/sched.h"
 #include "exec/exec.h"
 
