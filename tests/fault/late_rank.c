@@ -91,6 +91,23 @@ static int late(int rank, ncclComm_t comm, float *s, float *d)
     return 0;
 }
 
+/* Init, one good all-reduce together (the failure is about the second), then `second`. */
+static int rank_run(int rank, int n, int (*second)(int, ncclComm_t, float *, float *))
+{
+    ncclComm_t comm = ft_comm_init(rank, n);
+    float *s = calloc(COUNT, sizeof(float)), *d = calloc(COUNT, sizeof(float));
+    if (s == NULL || d == NULL)
+        return 99;
+    if (ncclAllReduce(s, d, COUNT, ncclFloat32, ncclSum, comm, NULL) != ncclSuccess)
+        ft_fail("rank %d: first ncclAllReduce failed: %s", rank, ncclGetLastError(NULL));
+    int rc = second(rank, comm, s, d);
+    if (ncclCommAbort(comm) != ncclSuccess)
+        ft_fail("rank %d: ncclCommAbort failed: %s", rank, ncclGetLastError(NULL));
+    free(s);
+    free(d);
+    return rc;
+}
+
 static int rank_main(int rank, int n)
 {
     if (two_hosts) {
@@ -99,19 +116,7 @@ static int rank_main(int rank, int n)
          * memory between them (whose segments LeakSanitizer reports as UCX's leaks) */
         setenv("UCX_TLS", "tcp", 0);
     }
-    ncclComm_t comm = ft_comm_init(rank, n);
-    float *s = calloc(COUNT, sizeof(float)), *d = calloc(COUNT, sizeof(float));
-    if (s == NULL || d == NULL)
-        return 99;
-    /* one good collective first: the failure is about the second */
-    if (ncclAllReduce(s, d, COUNT, ncclFloat32, ncclSum, comm, NULL) != ncclSuccess)
-        ft_fail("rank %d: first ncclAllReduce failed: %s", rank, ncclGetLastError(NULL));
-    int rc = rank == late_rank ? late(rank, comm, s, d) : waiter(rank, comm, s, d);
-    if (ncclCommAbort(comm) != ncclSuccess)
-        ft_fail("rank %d: ncclCommAbort failed: %s", rank, ncclGetLastError(NULL));
-    free(s);
-    free(d);
-    return rc;
+    return rank_run(rank, n, rank == late_rank ? late : waiter);
 }
 
 static void scenario(const char *what, int late, int hosts)
@@ -129,8 +134,32 @@ static void scenario(const char *what, int late, int hosts)
     ft_shm_leftovers(ft_sh->pid[0], 1);
 }
 
-/* One rank of the two-host scenario under another launcher: no shared page, so the late
- * rank only stays long enough for the others to time out and diagnose. */
+/* --rank: with no shared page, the late rank only stays long enough for the others to
+ * time out and diagnose; they check their own error. */
+static int alone_late(int rank, ncclComm_t comm, float *s, float *d)
+{
+    (void)comm, (void)s, (void)d;
+    printf("late_rank: rank %d stays out of the second all-reduce\n", rank);
+    ft_sleep(ALONE_LATE_S);
+    return 0;
+}
+
+static int alone_waiter(int rank, ncclComm_t comm, float *s, float *d)
+{
+    double t0 = ft_now();
+    ncclResult_t r = ncclAllReduce(s, d, COUNT, ncclFloat32, ncclSum, comm, NULL);
+    const char *text = ncclGetLastError(NULL);
+    if (r != ncclRemoteError)
+        ft_fail("rank %d: ncclAllReduce returned %d (%s), expected ncclRemoteError: %s", rank,
+                (int)r, ncclGetErrorString(r), text);
+    else if (!names_rank(text, late_rank))
+        ft_fail("rank %d: its error does not name rank %d as missing: %s", rank, late_rank,
+                text);
+    else
+        printf("late_rank: rank %d failed after %.2f s: %s\n", rank, ft_now() - t0, text);
+    return 0;
+}
+
 static int alone(void)
 {
     const char *rs = getenv("RANK"), *ns = getenv("WORLD_SIZE");
@@ -139,32 +168,9 @@ static int alone(void)
         fprintf(stderr, "late_rank --rank: set RANK and WORLD_SIZE\n");
         return 99;
     }
-    ncclComm_t comm = ft_comm_init(rank, n);
-    float *s = calloc(COUNT, sizeof(float)), *d = calloc(COUNT, sizeof(float));
-    if (s == NULL || d == NULL)
-        return 99;
-    if (ncclAllReduce(s, d, COUNT, ncclFloat32, ncclSum, comm, NULL) != ncclSuccess)
-        ft_fail("rank %d: first ncclAllReduce failed: %s", rank, ncclGetLastError(NULL));
-    if (rank == n - 1) {
-        printf("late_rank: rank %d stays out of the second all-reduce\n", rank);
-        ft_sleep(ALONE_LATE_S);
-    } else {
-        double t0 = ft_now();
-        ncclResult_t r = ncclAllReduce(s, d, COUNT, ncclFloat32, ncclSum, comm, NULL);
-        const char *text = ncclGetLastError(NULL);
-        if (r != ncclRemoteError)
-            ft_fail("rank %d: ncclAllReduce returned %d (%s), expected ncclRemoteError: %s",
-                    rank, (int)r, ncclGetErrorString(r), text);
-        else if (!names_rank(text, n - 1))
-            ft_fail("rank %d: its error does not name rank %d as missing: %s", rank, n - 1,
-                    text);
-        else
-            printf("late_rank: rank %d failed after %.2f s: %s\n", rank, ft_now() - t0, text);
-    }
-    ncclCommAbort(comm);
-    free(s);
-    free(d);
-    return ft_failures() ? 1 : 0;
+    late_rank = n - 1;
+    int rc = rank_run(rank, n, rank == late_rank ? alone_late : alone_waiter);
+    return rc != 0 ? rc : ft_failures() ? 1 : 0;
 }
 
 int main(int argc, char **argv)
