@@ -92,7 +92,6 @@ static inline void braid_conn_close(braid_conn_t *c)
         c->ops->close(c);
 }
 
-
 /* ---- the communicator as a transport sees it -------------------------------------------- */
 
 /* A rank's state as it publishes it to its peers. */
@@ -185,8 +184,8 @@ typedef struct braid_transport {
     const char *name;
     /* Connect this rank to every peer this transport reaches and fill ctx->send_conns /
      * recv_conns for them; *tp_p = its state, NULL when it reaches no peer (the other calls
-     * are then not made). Collective: every rank calls it, in the order of
-     * braid_transports. */
+     * are then not made). A setup that fails may have set *tp_p: teardown undoes what it
+     * did. Collective: every rank calls it, in the order of braid_transports. */
     braid_status_t (*setup)(braid_transport_ctx_t *ctx, void **tp_p);
     /* Publish `state` as final, close the connections, free. Local: no peer is waited for. */
     void (*teardown)(void *tp, braid_comm_state_t state);
