@@ -299,7 +299,7 @@ pad() {
 }
 
 # hello_bin NONCE BRAID_VERSION: a braid handshake from rank 1 to rank 0 as the Socket
-# provider frames it: an 8-byte length, then net_hello_t (transports/net/net.c, 248 bytes:
+# provider frames it: an 8-byte length, then net_hello_t (transports/net/net_int.h, 248 bytes:
 # magic, job nonce, from, to, braid's version, the provider's name and version).
 hello_bin() {
     le 248 8

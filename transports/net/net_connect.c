@@ -47,8 +47,8 @@ braid_status_t braid_net_cards_agree(const braid_net_t *net, const net_card_t *c
             return braid_err(BRAID_ERR_INVALID, "net: rank %d (%s) uses provider %s (%s) but "
                              "rank %d (%s) uses %s (%s): set NCCL_NET, and the same libraries, "
                              "on every host", r, net->ctx->peers[r].hostname, cards[r].prov,
-                             cards[r].version, net->ctx->rank, net->ctx->peers[net->ctx->rank].hostname,
-                             me->prov, me->version);
+                             cards[r].version, net->ctx->rank,
+                             net->ctx->peers[net->ctx->rank].hostname, me->prov, me->version);
     }
     return BRAID_OK;
 }

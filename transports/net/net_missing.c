@@ -4,7 +4,7 @@
  * NCCL_NET=OFI finds the provider and fails with why it cannot run and what to install, and
  * the automatic choice (net_provider.c) passes over it, logging that reason.
  *
- * Every entry but version fails as init does, recording the same error (net.c never calls
+ * Every entry but version fails as init does, recording the same error (the transport never calls
  * them: it uses a provider only after its init succeeded); devices also reports no device,
  * and closing has nothing to close.
  */

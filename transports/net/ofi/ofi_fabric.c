@@ -228,7 +228,7 @@ braid_status_t braid_ofi_setup(void)
 {
     braid_sockaddr_t want;
     braid_status_t st;
-    /* NCCL_SOCKET_IFNAME naming no interface: recorded there, UNSUPPORTED for net.c */
+    /* NCCL_SOCKET_IFNAME naming no interface: recorded there, UNSUPPORTED for net_provider.c */
     if (braid_socket_find_if(NULL, &want, braid_ofi_g.ifname) < 0)
         return BRAID_ERR_UNSUPPORTED;
     BRAID_CHECK(ofi_pick_info(&want, braid_ofi_g.ifname, &braid_ofi_g.info));

@@ -252,7 +252,7 @@ static braid_status_t comm_progress(sock_comm_t *c)
         /* An orderly close (errno 0) before any byte of the next message: the peer is done
          * with the connection, having destroyed its communicator or exited. No error until
          * a call needs that message, and then the health link says what became of the
-         * peer (transports/net/net.c), as for the providers that report nothing here. */
+         * peer (transports/net/net_health.c), as for the providers that report nothing here. */
         if (st < 0 && !c->is_send && errno == 0 && r->hdr_off == 0)
             break;
         if (st < 0 && c->failed == BRAID_OK)

@@ -393,7 +393,7 @@ static braid_status_t ucx_test(void *req, int *done, size_t *size_p)
          * closes after its last message (it finished first and destroyed its communicator)
          * fails the endpoint as well, and then no call waits for this receive: the failure
          * counts once it is BRAID_NET_LOST_S old. By then the health link has named a peer
-         * that is gone to a call that waits on it (transports/net/net.c). */
+         * that is gone to a call that waits on it (transports/net/net_health.c). */
         st = ucx_comm_error(r->comm, r->comm->failed);
         ucx_req_abandon(r);
     }
