@@ -125,8 +125,9 @@ static int peer_dead(braid_comm_t *comm, const braid_op_t *op, int r, const char
 /*
  * Gone ranks are named first, all of them, those that died without a word before those that
  * announced a failure (the others that failed have usually only given up on them).
- * A rank that failed is reported with the ranks that never reached the collective, since a
- * timeout on one rank is what ends the wait of the others.
+ * A rank that failed (also one that said so, or that it aborted, before it exited) is
+ * reported with the ranks that never reached the collective, since a timeout on one rank
+ * is what ends the wait of the others.
  */
 static braid_status_t check_peers(braid_comm_t *comm, const braid_op_t *op, int lo, int hi)
 {
@@ -154,12 +155,17 @@ static braid_status_t check_peers(braid_comm_t *comm, const braid_op_t *op, int 
             count++;
         }
     }
-    if (first >= 0)
+    if (first >= 0) {
+        int nmiss = first_said && !op_is_p2p(op) ? missing_ranks(comm, op->hdr.seq, missing,
+                                                                 sizeof(missing)) : 0;
         return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) %s%s%s%s%s while rank %d "
-                         "waits in %s #%llu", first, (int)comm->peers[first].pid,
+                         "waits in %s #%llu%s%s%s", first, (int)comm->peers[first].pid,
                          comm->peers[first].hostname, first_why,
                          first_said ? " and exited" : "", count > 1 ? "; so did rank" : "",
-                         count > 2 ? "s " : count > 1 ? " " : "", others, comm->rank, what, seq);
+                         count > 2 ? "s " : count > 1 ? " " : "", others, comm->rank, what, seq,
+                         nmiss ? "; ranks " : "", nmiss ? missing : "",
+                         nmiss ? " have not reached it" : "");
+    }
     for (int r = lo; r < hi; r++) {
         const char *word = r != comm->rank ? peer_failed(comm, op, r) : NULL;
         if (word == NULL)
