@@ -200,7 +200,8 @@ typedef struct braid_transport {
      * answer shows in a later peer(). A rank that is not inside a call on the communicator
      * does not answer. */
     void (*ask)(void *tp, int r);
-    /* Move what is in flight (called while an operation waits, on any transport). */
+    /* Move what is in flight (called on every idle pass while an operation waits, on any
+     * transport); NULL where a commit is delivery, as for braid_conn_ops_t.flush. */
     void (*drive)(void *tp);
 } braid_transport_t;
 

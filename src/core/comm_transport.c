@@ -104,6 +104,6 @@ void braid_comm_peer_ask(braid_comm_t *comm, int r)
 void braid_comm_drive(braid_comm_t *comm)
 {
     for (int i = 0; braid_transports[i] != NULL; i++)
-        if (comm->tp[i] != NULL)
+        if (comm->tp[i] != NULL && braid_transports[i]->drive != NULL)
             braid_transports[i]->drive(comm->tp[i]);
 }

@@ -551,17 +551,16 @@ static braid_status_t shm_setup_body(braid_shm_t *shm)
 static braid_status_t shm_setup(braid_transport_ctx_t *ctx, void **tp_p)
 {
     braid_shm_t *shm = calloc(1, sizeof(*shm));
-    if (shm != NULL) {
-        shm->maps = calloc((size_t)ctx->nranks, sizeof(shm_map_t));
-        shm->pid_visible = calloc((size_t)ctx->nranks, 1);
-    }
-    if (shm == NULL || shm->maps == NULL || shm->pid_visible == NULL) {
-        if (shm != NULL) {
-            free(shm->maps);
-            free(shm);
-        }
+    shm_map_t *maps = calloc((size_t)ctx->nranks, sizeof(*maps));
+    uint8_t *pid_visible = calloc((size_t)ctx->nranks, 1);
+    if (shm == NULL || maps == NULL || pid_visible == NULL) {
+        free(shm);
+        free(maps);
+        free(pid_visible);
         return braid_err(BRAID_ERR_NOMEM, "shm: out of memory for %d peers", ctx->nranks);
     }
+    shm->maps = maps;
+    shm->pid_visible = pid_visible;
     shm->ctx = ctx;
     /* published at once: a failed setup is torn down like a finished one, names removed */
     *tp_p = shm;
@@ -592,7 +591,8 @@ static void shm_publish_state(void *tp, braid_comm_state_t state, braid_status_t
 
 static void shm_publish_progress(void *tp, uint64_t started, uint64_t done)
 {
-    shm_ctrl_t *mine = shm_ctrl(tp, ((braid_shm_t *)tp)->ctx->rank);
+    braid_shm_t *shm = tp;
+    shm_ctrl_t *mine = shm_ctrl(shm, shm->ctx->rank);
     if (mine == NULL)
         return;
     if (started)
@@ -623,16 +623,11 @@ static int shm_peer(void *tp, int r, braid_peer_health_t *h)
     return 1;
 }
 
-/* A local peer's progress is always in its control block: nothing to ask, nothing to move. */
+/* A local peer's progress is always in its control block: nothing to ask. */
 static void shm_ask(void *tp, int r)
 {
     (void)tp;
     (void)r;
-}
-
-static void shm_drive(void *tp)
-{
-    (void)tp;
 }
 
 const braid_transport_t braid_transport_shm = {
@@ -643,5 +638,5 @@ const braid_transport_t braid_transport_shm = {
     .publish_progress = shm_publish_progress,
     .peer = shm_peer,
     .ask = shm_ask,
-    .drive = shm_drive,
+    .drive = NULL,          /* a commit is delivery */
 };
