@@ -2,8 +2,10 @@
 # Install what building and testing braid needs on Debian 12 (run as root; a no-op when
 # everything is there already).
 set -eu
+# hipcc, libamdhip64-dev and rocm-device-libs (Debian's ROCm 5.2) build the HIP kernels and
+# test the run-time compile; they are large (an LLVM), hence --no-install-recommends below.
 pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libfabric-dev libucx-dev
-      libhwloc-dev iproute2 python3"
+      libhwloc-dev iproute2 python3 hipcc libamdhip64-dev rocm-device-libs"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -27,41 +27,52 @@
 #define BRAID_KERNELS_HOST_FP_H
 
 #include <stdint.h>
-#include <string.h>
 
-static inline uint32_t braid_fp_bits(float f)
+/*
+ * The GPU kernels (the .hip files of kernels/gpu) use these functions too, built by hipcc,
+ * nvcc, hiprtc and, for the emulated driver, the host C++ compiler: there they are host
+ * and device functions. Bit casts go through a union, which C defines and GCC, Clang and
+ * nvcc also define in C++ (hiprtc has no memcpy); GCC folds it into a register move.
+ */
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIPCC_RTC__)
+#define BRAID_FP_FN static inline __host__ __device__
+#else
+#define BRAID_FP_FN static inline
+#endif
+
+BRAID_FP_FN uint32_t braid_fp_bits(float f)
 {
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
+    union { float f; uint32_t u; } v;
+    v.f = f;
+    return v.u;
 }
 
-static inline float braid_fp_from_bits(uint32_t u)
+BRAID_FP_FN float braid_fp_from_bits(uint32_t u)
 {
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
+    union { uint32_t u; float f; } v;
+    v.u = u;
+    return v.f;
 }
 
-static inline uint64_t braid_fp_bits64(double d)
+BRAID_FP_FN uint64_t braid_fp_bits64(double d)
 {
-    uint64_t u;
-    memcpy(&u, &d, sizeof(u));
-    return u;
+    union { double d; uint64_t u; } v;
+    v.d = d;
+    return v.u;
 }
 
-static inline double braid_fp_from_bits64(uint64_t u)
+BRAID_FP_FN double braid_fp_from_bits64(uint64_t u)
 {
-    double d;
-    memcpy(&d, &u, sizeof(d));
-    return d;
+    union { uint64_t u; double d; } v;
+    v.u = u;
+    return v.d;
 }
 
 /*
  * c ? x : y without a branch: the ternary chains below otherwise get threaded into control
  * flow that GCC's if-conversion gives up on, and the loops stop vectorising.
  */
-static inline uint32_t braid_fp_sel(int c, uint32_t x, uint32_t y)
+BRAID_FP_FN uint32_t braid_fp_sel(int c, uint32_t x, uint32_t y)
 {
     uint32_t m = 0u - (uint32_t)(c != 0);
     return (x & m) | (y & ~m);
@@ -73,7 +84,7 @@ static inline uint32_t braid_fp_sel(int c, uint32_t x, uint32_t y)
  * fp32 adder rounds to nearest even. Returns the number of 2^-k steps, which is also the
  * target's subnormal encoding (and the smallest normal's, when it rounds up to it).
  */
-static inline uint32_t braid_fp_sub_round(uint32_t a, float magic)
+BRAID_FP_FN uint32_t braid_fp_sub_round(uint32_t a, float magic)
 {
     return braid_fp_bits(braid_fp_from_bits(a) + magic) - braid_fp_bits(magic);
 }
@@ -83,7 +94,7 @@ static inline uint32_t braid_fp_sub_round(uint32_t a, float magic)
  * rebias the exponent by `rebias`; a carry out of the mantissa bumps the exponent, which is
  * what round-to-nearest wants. Values too small for this path are discarded by the caller.
  */
-static inline uint32_t braid_fp_norm_round(uint32_t a, unsigned mbits, uint32_t rebias)
+BRAID_FP_FN uint32_t braid_fp_norm_round(uint32_t a, unsigned mbits, uint32_t rebias)
 {
     unsigned drop = 23 - mbits;
     uint32_t half = (1u << (drop - 1)) - 1u;
@@ -92,7 +103,7 @@ static inline uint32_t braid_fp_norm_round(uint32_t a, unsigned mbits, uint32_t 
 
 /* ---- fp16 (IEEE binary16) ---- */
 
-static inline float braid_fp_from_fp16(uint16_t h)
+BRAID_FP_FN float braid_fp_from_fp16(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t em = h & 0x7fffu;
@@ -104,7 +115,7 @@ static inline float braid_fp_from_fp16(uint16_t h)
     return braid_fp_from_bits(r | sign);
 }
 
-static inline uint32_t braid_fp_fp16_code(float f)
+BRAID_FP_FN uint32_t braid_fp_fp16_code(float f)
 {
     uint32_t u = braid_fp_bits(f);
     uint32_t a = u & 0x7fffffffu;
@@ -116,33 +127,33 @@ static inline uint32_t braid_fp_fp16_code(float f)
     return r | ((u >> 16) & 0x8000u);
 }
 
-static inline uint16_t braid_fp_to_fp16(float f)
+BRAID_FP_FN uint16_t braid_fp_to_fp16(float f)
 {
     return (uint16_t)braid_fp_fp16_code(f);
 }
 
 /* ---- bf16 (the top half of fp32) ---- */
 
-static inline float braid_fp_from_bf16(uint16_t h)
+BRAID_FP_FN float braid_fp_from_bf16(uint16_t h)
 {
     return braid_fp_from_bits((uint32_t)h << 16);
 }
 
-static inline uint32_t braid_fp_bf16_code(float f)
+BRAID_FP_FN uint32_t braid_fp_bf16_code(float f)
 {
     uint32_t u = braid_fp_bits(f);
     uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;   /* overflow carries into inf */
     return braid_fp_sel((u & 0x7fffffffu) > 0x7f800000u, (u >> 16) | 0x0040u, r);
 }
 
-static inline uint16_t braid_fp_to_bf16(float f)
+BRAID_FP_FN uint16_t braid_fp_to_bf16(float f)
 {
     return (uint16_t)braid_fp_bf16_code(f);
 }
 
 /* ---- fp8 e4m3 (OCP: no infinities, S.1111.111 is NaN) ---- */
 
-static inline float braid_fp_from_e4m3(uint8_t v)
+BRAID_FP_FN float braid_fp_from_e4m3(uint8_t v)
 {
     uint32_t sign = (uint32_t)(v & 0x80u) << 24;
     uint32_t em = v & 0x7fu;
@@ -152,7 +163,7 @@ static inline float braid_fp_from_e4m3(uint8_t v)
     return braid_fp_from_bits(r | sign);
 }
 
-static inline uint32_t braid_fp_e4m3_code(float f)
+BRAID_FP_FN uint32_t braid_fp_e4m3_code(float f)
 {
     uint32_t u = braid_fp_bits(f);
     uint32_t a = u & 0x7fffffffu;
@@ -164,14 +175,14 @@ static inline uint32_t braid_fp_e4m3_code(float f)
     return r | ((u >> 24) & 0x80u);
 }
 
-static inline uint8_t braid_fp_to_e4m3(float f)
+BRAID_FP_FN uint8_t braid_fp_to_e4m3(float f)
 {
     return (uint8_t)braid_fp_e4m3_code(f);
 }
 
 /* ---- fp8 e5m2 (OCP: IEEE-like, with inf) ---- */
 
-static inline float braid_fp_from_e5m2(uint8_t v)
+BRAID_FP_FN float braid_fp_from_e5m2(uint8_t v)
 {
     uint32_t sign = (uint32_t)(v & 0x80u) << 24;
     uint32_t em = v & 0x7fu;
@@ -183,7 +194,7 @@ static inline float braid_fp_from_e5m2(uint8_t v)
     return braid_fp_from_bits(r | sign);
 }
 
-static inline uint32_t braid_fp_e5m2_code(float f)
+BRAID_FP_FN uint32_t braid_fp_e5m2_code(float f)
 {
     uint32_t u = braid_fp_bits(f);
     uint32_t a = u & 0x7fffffffu;
@@ -195,7 +206,7 @@ static inline uint32_t braid_fp_e5m2_code(float f)
     return r | ((u >> 24) & 0x80u);
 }
 
-static inline uint8_t braid_fp_to_e5m2(float f)
+BRAID_FP_FN uint8_t braid_fp_to_e5m2(float f)
 {
     return (uint8_t)braid_fp_e5m2_code(f);
 }
@@ -207,18 +218,18 @@ static inline uint8_t braid_fp_to_e5m2(float f)
  * (with one NaN operand the hardware returns it, quieted, in either order). A mask, not a
  * ternary: GCC would sink the arithmetic into a branch and stop vectorising.
  */
-static inline float braid_fp_nanf(float x, float r)
+BRAID_FP_FN float braid_fp_nanf(float x, float r)
 {
     return braid_fp_from_bits(braid_fp_sel(x != x, braid_fp_bits(x), braid_fp_bits(r)));
 }
 
-static inline uint64_t braid_fp_sel64(int c, uint64_t x, uint64_t y)
+BRAID_FP_FN uint64_t braid_fp_sel64(int c, uint64_t x, uint64_t y)
 {
     uint64_t m = 0u - (uint64_t)(c != 0);
     return (x & m) | (y & ~m);
 }
 
-static inline double braid_fp_nan(double x, double r)
+BRAID_FP_FN double braid_fp_nan(double x, double r)
 {
     return braid_fp_from_bits64(braid_fp_sel64(x != x, braid_fp_bits64(x), braid_fp_bits64(r)));
 }
@@ -230,7 +241,7 @@ static inline double braid_fp_nan(double x, double r)
  * (then it is x). Unlike libm we also order -0 below +0 so that the result never depends on
  * the operand order. Written as selects so that loops vectorise.
  */
-static inline float braid_fp_maxf(float x, float y)
+BRAID_FP_FN float braid_fp_maxf(float x, float y)
 {
     float r = x > y ? x : y;
     r = x == y ? braid_fp_from_bits(braid_fp_bits(x) & braid_fp_bits(y)) : r;
@@ -238,7 +249,7 @@ static inline float braid_fp_maxf(float x, float y)
     return y != y ? x : r;
 }
 
-static inline float braid_fp_minf(float x, float y)
+BRAID_FP_FN float braid_fp_minf(float x, float y)
 {
     float r = x < y ? x : y;
     r = x == y ? braid_fp_from_bits(braid_fp_bits(x) | braid_fp_bits(y)) : r;
@@ -246,7 +257,7 @@ static inline float braid_fp_minf(float x, float y)
     return y != y ? x : r;
 }
 
-static inline double braid_fp_max(double x, double y)
+BRAID_FP_FN double braid_fp_max(double x, double y)
 {
     double r = x > y ? x : y;
     r = x == y ? braid_fp_from_bits64(braid_fp_bits64(x) & braid_fp_bits64(y)) : r;
@@ -254,7 +265,7 @@ static inline double braid_fp_max(double x, double y)
     return y != y ? x : r;
 }
 
-static inline double braid_fp_min(double x, double y)
+BRAID_FP_FN double braid_fp_min(double x, double y)
 {
     double r = x < y ? x : y;
     r = x == y ? braid_fp_from_bits64(braid_fp_bits64(x) | braid_fp_bits64(y)) : r;

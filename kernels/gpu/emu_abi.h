@@ -1,0 +1,44 @@
+/*
+ * The host build of the GPU kernels, as the emulated driver (src/device/emu/) runs them.
+ *
+ * Each kernel of kernels/gpu (the .hip files), compiled for the host, becomes an entry
+ * `void fn(void **params)` that runs ONE thread of the grid: the one named by the
+ * thread-local indices below, which the emulator sets before each call. The emulator runs
+ * every (block, thread) of a launch in turn on the stream's worker thread, so kernels must
+ * not use __syncthreads or shared memory (braid's kernels loop grid-stride and do not).
+ * params[i] points at a copy of parameter i, of param_sizes[i] bytes.
+ */
+#ifndef BRAID_KERNELS_GPU_EMU_ABI_H
+#define BRAID_KERNELS_GPU_EMU_ABI_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct braid_emu_dim3 {
+    unsigned int x, y, z;
+} braid_emu_dim3_t;
+
+/* Defined by the kernels' host build; set by the emulator. */
+extern __thread braid_emu_dim3_t braid_emu_threadIdx, braid_emu_blockIdx, braid_emu_blockDim,
+    braid_emu_gridDim;
+
+#define BRAID_EMU_MAX_PARAMS 4
+
+typedef struct braid_emu_kernel {
+    const char *name;                           /* as cuModuleGetFunction asks for it */
+    void (*fn)(void **params);
+    int nparams;
+    size_t param_sizes[BRAID_EMU_MAX_PARAMS];
+} braid_emu_kernel_t;
+
+/* Every kernel, ended by an entry whose name is NULL. */
+extern const braid_emu_kernel_t braid_emu_kernels[];
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * The one argument every GPU kernel takes (by value), shared by the kernels (the .hip
+ * files here), the device layer that launches them (src/device/) and the emulated driver
+ * that runs their host build (src/device/emu/). Plain C, fixed layout.
+ *
+ * Kernels (names as cuModuleGetFunction / hipModuleGetFunction see them):
+ *   braid_k_reduce: for i < count (elements of dtype):
+ *         v = pre0(in[0][i]) OP pre1(in[1][i]) OP ... OP pre_{nin-1}(in[nin-1][i])
+ *       (left to right), pre_j(x) = premul * x rounded to dtype when bit j of premul_mask is
+ *       set, else x; then v = v / postdiv when postdiv > 1 (integer types only, truncating);
+ *       v is stored to out[0] and, when out[1] is not NULL, to out[1].
+ *       fp16/bf16/fp8 accumulate in fp32 and round once, at the store (to nearest even);
+ *       with nin == 2 that is bit for bit braid_kern_reduce() of kernels/host. nin == 1
+ *       is a scale (mask bit 0), a division (postdiv) or a typed copy.
+ *   braid_k_copy: out[0] (and out[1] when not NULL) = in[0], `count` bytes, any alignment.
+ *
+ * Launch: any grid and block (1-D); kernels loop grid-stride, so every element is done
+ * once whatever the launch size (the emulator runs every thread of the grid in turn).
+ */
+#ifndef BRAID_KERNELS_GPU_KARGS_H
+#define BRAID_KERNELS_GPU_KARGS_H
+
+#include <stdint.h>
+
+#define BRAID_KARGS_MAXIN 8
+
+typedef struct braid_kargs {
+    const void *in[BRAID_KARGS_MAXIN];
+    void *out[2];
+    uint64_t count;
+    union {                     /* braid_scalar_t of kernels/kernels.h, same layout */
+        double f;
+        int64_t i;
+        uint64_t u;
+    } premul;
+    uint64_t postdiv;
+    int32_t nin;
+    int32_t dtype;              /* braid_dtype_t (NCCL's numbering) */
+    int32_t op;                 /* braid_opkind_t: sum, prod, max, min */
+    uint32_t premul_mask;
+} braid_kargs_t;
+
+#define BRAID_KERNEL_REDUCE "braid_k_reduce"
+#define BRAID_KERNEL_COPY "braid_k_copy"
+
+/* The image the emulated driver's cuModuleLoadData accepts (and the real one rejects):
+ * this string, NUL included. Its kernels are the host build of kernels/gpu (emu_abi.h). */
+#define BRAID_EMU_IMAGE_MAGIC "braid-emu-kernels-1"
+
+#endif

@@ -1,0 +1,480 @@
+/*
+ * The emulated CUDA driver: what it exports, cuGetProcAddress, cuInit, devices, primary
+ * contexts and error strings.
+ *
+ * Every entry of BRAID_CUDA_ENTRIES is exported under its plain name (cuMemAlloc) and its
+ * versioned symbol (cuMemAlloc_v2, which a program compiled against NVIDIA's cuda.h links),
+ * both lists made from the X-macro, so they cannot drift from it; and cuGetProcAddress
+ * (4 arguments) and cuGetProcAddress_v2 (5) give the implementation for a plain name.
+ * The implementations (emu_<name>) live in the other files, and a C alias must name a
+ * function of its own file; so each plain name is an indirect function (GNU ifunc) whose
+ * resolver returns the implementation, and the versioned symbol is an assembler alias of
+ * the plain name, made only where the two names differ (.ifnc): a symbol cannot be defined
+ * twice. Either name, dlsym and cuGetProcAddress all give the same address.
+ *
+ * BRAID_EMU_DEVICES (default 1, at most EMU_MAX_DEVICES) devices, all alike: "braid
+ * emulated GPU", compute capability 8.0, 4 multiprocessors, unified addressing, 16 GiB
+ * reported. A thread's current context is its own (as with the real driver); an API that
+ * needs one answers CUDA_ERROR_INVALID_CONTEXT where the thread has none, or where the
+ * primary context it has is no longer retained. A process forked after cuInit cannot use
+ * the driver (CUDA_ERROR_NOT_INITIALIZED), as with the real one.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device/emu/emu_int.h"
+
+#define EMU_MAX_DEVICES 64
+#define EMU_DEVICE_NAME "braid emulated GPU"
+#define EMU_DEVICE_MEM (16ull << 30)
+
+static struct {
+    pthread_once_t once;
+    int ready;                      /* atomic: cuInit succeeded */
+    CUresult init_status;
+    int ndev;
+    unsigned int delay_us;
+    struct CUctx_st *ctx;           /* the primary context of each device */
+    pthread_mutex_t lock;           /* retain and release */
+} emu = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static __thread CUcontext emu_current;
+
+void emu_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("braid-emu: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void emu_sleep_us(unsigned int us)
+{
+    struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000 };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* An unsigned decimal environment variable no larger than max; dflt when unset. */
+static unsigned long env_count(const char *name, unsigned long dflt, unsigned long max)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (v == NULL || *v == '\0')
+        return dflt;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (errno != 0 || *end != '\0' || v[0] == '-' || n > max) {
+        emu_warn("%s=%s is not a number from 0 to %lu: using %lu; fix or unset it", name, v,
+                 max, dflt);
+        return dflt;
+    }
+    return n;
+}
+
+/*
+ * A child forked after cuInit has none of the workers, and may have copied a lock held by
+ * one: like the real driver, the emulator refuses to work there (NOT_INITIALIZED).
+ */
+static void emu_after_fork(void)
+{
+    emu.init_status = CUDA_ERROR_NOT_INITIALIZED;
+    __atomic_store_n(&emu.ready, 0, __ATOMIC_RELEASE);
+}
+
+static void emu_init_once(void)
+{
+    emu.ndev = (int)env_count("BRAID_EMU_DEVICES", 1, EMU_MAX_DEVICES);
+    emu.delay_us = (unsigned int)env_count("BRAID_EMU_DELAY_US", 0, 10000000);
+    if (emu.ndev == 0) {
+        emu.init_status = CUDA_ERROR_NO_DEVICE;
+        return;
+    }
+    emu.ctx = calloc((size_t)emu.ndev, sizeof(*emu.ctx));
+    if (emu.ctx == NULL) {
+        emu.init_status = CUDA_ERROR_OUT_OF_MEMORY;
+        return;
+    }
+    for (int d = 0; d < emu.ndev; d++) {
+        struct CUctx_st *c = &emu.ctx[d];
+        c->magic = EMU_CTX_MAGIC;
+        c->dev = d;
+        pthread_mutex_init(&c->lock, NULL);
+        pthread_cond_init(&c->idle, NULL);
+    }
+    pthread_atfork(NULL, NULL, emu_after_fork);
+    emu.init_status = CUDA_SUCCESS;
+    __atomic_store_n(&emu.ready, 1, __ATOMIC_RELEASE);
+}
+
+CUresult emu_cuInit(unsigned int flags)
+{
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_once(&emu.once, emu_init_once);
+    return emu.init_status;
+}
+
+CUresult emu_check_init(void)
+{
+    return __atomic_load_n(&emu.ready, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS
+                                                         : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+int emu_device_count(void)
+{
+    return emu.ndev;
+}
+
+CUcontext emu_device_ctx(CUdevice dev)
+{
+    return &emu.ctx[dev];
+}
+
+unsigned int emu_delay_us(void)
+{
+    return emu.delay_us;
+}
+
+static int ctx_active(CUcontext c)
+{
+    return __atomic_load_n(&c->refs, __ATOMIC_ACQUIRE) > 0;
+}
+
+CUresult emu_ctx_get(CUcontext *ctx_p)
+{
+    CUresult st = emu_check_init();
+    if (st != CUDA_SUCCESS)
+        return st;
+    CUcontext c = emu_current;
+    if (c == NULL || !ctx_active(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *ctx_p = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_check(CUdevice dev)
+{
+    CUresult st = emu_check_init();
+    if (st != CUDA_SUCCESS)
+        return st;
+    return dev >= 0 && dev < emu.ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+/* ---- the exported names ------------------------------------------------------------------ */
+
+/* Resolvers run while the dynamic linker relocates us, before any sanitizer is set up. */
+#define EMU_RESOLVER \
+    __attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize_undefined, \
+                   no_instrument_function)) static
+
+#define EMU_EXPORT(name, vsym, params) \
+    EMU_RESOLVER __typeof__(emu_##name) *emu_resolve_##name(void) { return emu_##name; } \
+    EMU_API CUresult name params __attribute__((ifunc("emu_resolve_" #name))); \
+    __asm__(".ifnc " #name "," #vsym "\n\t" \
+            ".globl " #vsym "\n\t" \
+            ".type " #vsym ", %gnu_indirect_function\n\t" \
+            ".set " #vsym ", " #name "\n" \
+            ".endif");
+BRAID_CUDA_ENTRIES(EMU_EXPORT)
+#undef EMU_EXPORT
+
+/* ---- cuGetProcAddress -------------------------------------------------------------------- */
+
+#define EMU_GET_PROC_V2_VERSION 12000   /* cuGetProcAddress_v2 first came with CUDA 12.0 */
+
+EMU_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version,
+                                  uint64_t flags);
+EMU_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                     uint64_t flags, int *symbol_status);
+
+#define EMU_PROC(name, vsym, params) { #name, (void *)emu_##name },
+static const struct {
+    const char *name;
+    void *fn;
+} emu_procs[] = {
+    BRAID_CUDA_ENTRIES(EMU_PROC)
+};
+#undef EMU_PROC
+
+/*
+ * The function for a plain name: NULL when there is none. Every name has one version here
+ * (the newest), whatever cuda_version asks for; there are no per-thread-stream variants,
+ * so CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM gives the legacy ones, as documented.
+ */
+static void *proc_find(const char *symbol, int cuda_version)
+{
+    if (strcmp(symbol, "cuGetProcAddress") == 0)
+        return cuda_version >= EMU_GET_PROC_V2_VERSION ? (void *)cuGetProcAddress_v2
+                                                      : (void *)cuGetProcAddress;
+    for (size_t i = 0; i < sizeof(emu_procs) / sizeof(emu_procs[0]); i++)
+        if (strcmp(symbol, emu_procs[i].name) == 0)
+            return emu_procs[i].fn;
+    return NULL;
+}
+
+static CUresult proc_args_check(const char *symbol, void **pfn, int cuda_version,
+                                uint64_t flags)
+{
+    const uint64_t known = CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    if (symbol == NULL || pfn == NULL || (flags & ~known) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* a version newer than the driver's is refused, as the real driver does */
+    return cuda_version > EMU_DRIVER_VERSION ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* Not found: CUDA_SUCCESS with *pfn NULL and symbol_status NOT_FOUND, as documented. */
+EMU_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                     uint64_t flags, int *symbol_status)
+{
+    CUresult st = proc_args_check(symbol, pfn, cuda_version, flags);
+    if (st != CUDA_SUCCESS)
+        return st;
+    *pfn = proc_find(symbol, cuda_version);
+    if (symbol_status != NULL)
+        *symbol_status = *pfn != NULL ? CU_GET_PROC_ADDRESS_SUCCESS
+                                      : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_SUCCESS;
+}
+
+/* The CUDA 11 form: no status, and not found is CUDA_ERROR_NOT_FOUND, as it was then. */
+EMU_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version,
+                                  uint64_t flags)
+{
+    CUresult st = proc_args_check(symbol, pfn, cuda_version, flags);
+    if (st != CUDA_SUCCESS)
+        return st;
+    *pfn = proc_find(symbol, cuda_version);
+    return *pfn != NULL ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- driver and devices ------------------------------------------------------------------ */
+
+CUresult emu_cuDriverGetVersion(int *version)
+{
+    if (version == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = EMU_DRIVER_VERSION;
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuDeviceGet(CUdevice *dev, int ordinal)
+{
+    CUresult st = device_check(ordinal);
+    if (st == CUDA_SUCCESS && dev == NULL)
+        st = CUDA_ERROR_INVALID_VALUE;
+    if (st == CUDA_SUCCESS)
+        *dev = ordinal;
+    return st;
+}
+
+CUresult emu_cuDeviceGetCount(int *count)
+{
+    CUresult st = emu_check_init();
+    if (st == CUDA_SUCCESS && count == NULL)
+        st = CUDA_ERROR_INVALID_VALUE;
+    if (st == CUDA_SUCCESS)
+        *count = emu.ndev;
+    return st;
+}
+
+CUresult emu_cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUresult st = device_check(dev);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (name == NULL || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "%s", EMU_DEVICE_NAME);
+    return CUDA_SUCCESS;
+}
+
+/* The value of a device attribute, or -1 for one the emulator does not know. */
+static int device_attribute(int attrib, CUdevice dev)
+{
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 0x7fffffff;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 48 * 1024;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 4;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x10 + dev;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: return 0;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: return 0;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 8;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: return 1;
+    default: return -1;
+    }
+}
+
+CUresult emu_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
+{
+    CUresult st = device_check(dev);
+    if (st != CUDA_SUCCESS)
+        return st;
+    int v = device_attribute(attrib, dev);
+    if (value == NULL || v < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *value = v;
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuDeviceTotalMem(size_t *bytes, CUdevice dev)
+{
+    CUresult st = device_check(dev);
+    if (st == CUDA_SUCCESS && bytes == NULL)
+        st = CUDA_ERROR_INVALID_VALUE;
+    if (st == CUDA_SUCCESS)
+        *bytes = (size_t)EMU_DEVICE_MEM;
+    return st;
+}
+
+/* ---- primary contexts -------------------------------------------------------------------- */
+
+CUresult emu_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
+{
+    CUresult st = device_check(dev);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (ctx == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUcontext c = &emu.ctx[dev];
+    pthread_mutex_lock(&emu.lock);
+    if (c->null_stream == NULL)
+        st = emu_stream_new(c, &c->null_stream);
+    if (st == CUDA_SUCCESS)   /* release: whoever sees refs > 0 sees null_stream */
+        __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&emu.lock);
+    if (st == CUDA_SUCCESS)
+        *ctx = c;
+    return st;
+}
+
+CUresult emu_cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    CUresult st = device_check(dev);
+    if (st != CUDA_SUCCESS)
+        return st;
+    CUcontext c = &emu.ctx[dev];
+    pthread_mutex_lock(&emu.lock);
+    if (c->refs > 0)
+        __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELEASE);
+    else
+        st = CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_unlock(&emu.lock);
+    return st;
+}
+
+CUresult emu_cuCtxSetCurrent(CUcontext ctx)
+{
+    CUresult st = emu_check_init();
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (ctx != NULL && ctx->magic != EMU_CTX_MAGIC)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    emu_current = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuCtxGetCurrent(CUcontext *ctx)
+{
+    CUresult st = emu_check_init();
+    if (st == CUDA_SUCCESS && ctx == NULL)
+        st = CUDA_ERROR_INVALID_VALUE;
+    if (st == CUDA_SUCCESS)
+        *ctx = emu_current;
+    return st;
+}
+
+CUresult emu_cuCtxGetDevice(CUdevice *dev)
+{
+    CUcontext c;
+    CUresult st = emu_ctx_get(&c);
+    if (st == CUDA_SUCCESS && dev == NULL)
+        st = CUDA_ERROR_INVALID_VALUE;
+    if (st == CUDA_SUCCESS)
+        *dev = c->dev;
+    return st;
+}
+
+CUresult emu_cuCtxSynchronize(void)
+{
+    CUcontext c;
+    CUresult st = emu_ctx_get(&c);
+    if (st == CUDA_SUCCESS)
+        emu_ctx_sync(c);
+    return st;
+}
+
+/* ---- error strings ----------------------------------------------------------------------- */
+
+#define EMU_ERR(code, text) { code, #code, text }
+static const struct {
+    CUresult code;
+    const char *name, *text;
+} emu_errors[] = {
+    EMU_ERR(CUDA_SUCCESS, "no error"),
+    EMU_ERR(CUDA_ERROR_INVALID_VALUE, "invalid argument"),
+    EMU_ERR(CUDA_ERROR_OUT_OF_MEMORY, "out of memory"),
+    EMU_ERR(CUDA_ERROR_NOT_INITIALIZED, "driver not initialized: call cuInit first"),
+    EMU_ERR(CUDA_ERROR_DEINITIALIZED, "driver shutting down"),
+    EMU_ERR(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device"),
+    EMU_ERR(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal"),
+    EMU_ERR(CUDA_ERROR_INVALID_IMAGE, "not a kernel image for this driver"),
+    EMU_ERR(CUDA_ERROR_INVALID_CONTEXT, "invalid or no current context"),
+    EMU_ERR(CUDA_ERROR_MAP_FAILED, "mapping failed"),
+    EMU_ERR(CUDA_ERROR_NO_BINARY_FOR_GPU, "no kernel image for this device"),
+    EMU_ERR(CUDA_ERROR_INVALID_PTX, "PTX compilation failed"),
+    EMU_ERR(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
+    EMU_ERR(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
+    EMU_ERR(CUDA_ERROR_NOT_READY, "work not complete yet"),
+    EMU_ERR(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal memory access"),
+    EMU_ERR(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "host memory already registered"),
+    EMU_ERR(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "host memory not registered"),
+    EMU_ERR(CUDA_ERROR_LAUNCH_FAILED, "kernel launch failed"),
+    EMU_ERR(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
+    EMU_ERR(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
+    EMU_ERR(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "not allowed while a stream captures"),
+    EMU_ERR(CUDA_ERROR_UNKNOWN, "unknown error"),
+};
+
+static int error_index(CUresult err)
+{
+    for (size_t i = 0; i < sizeof(emu_errors) / sizeof(emu_errors[0]); i++)
+        if (emu_errors[i].code == err)
+            return (int)i;
+    return -1;
+}
+
+CUresult emu_cuGetErrorString(CUresult err, const char **str)
+{
+    int i = error_index(err);
+    if (str == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *str = i < 0 ? NULL : emu_errors[i].text;
+    return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult emu_cuGetErrorName(CUresult err, const char **str)
+{
+    int i = error_index(err);
+    if (str == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *str = i < 0 ? NULL : emu_errors[i].name;
+    return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}

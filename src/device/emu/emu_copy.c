@@ -1,0 +1,178 @@
+/*
+ * Copies, memsets and stream memory operations (cuStreamWaitValue32, cuStreamWriteValue32)
+ * of the emulated driver. Each is an operation on a stream's queue; the synchronous calls
+ * (cuMemcpyHtoD, cuMemsetD8, ...) queue theirs on the default stream and wait for it, as
+ * if legacy-stream synchronisation held.
+ *
+ * Device pointers are checked against the allocation table: the range must lie in one
+ * allocation the driver made, mapped or pinned (INVALID_VALUE otherwise, where a GPU
+ * would fault). A host pointer may be any memory; pageable (not pinned) host memory makes
+ * an async copy synchronous, as on the real driver (through a staging buffer there).
+ */
+#include "device/emu/emu_int.h"
+
+/* A copy's side: host (any memory; pinned or not) or device (memory the driver made). */
+typedef enum { EMU_HOST, EMU_DEV } emu_side_t;
+
+/* Is [p, p + n) fine for this side of a copy? *pinned: is it memory the driver knows? */
+static int side_ok(CUdeviceptr p, size_t n, emu_side_t side, int *pinned)
+{
+    emu_mem_kind_t kind = emu_mem_kind(p, n);
+    *pinned = kind != EMU_MEM_NONE;
+    return side == EMU_HOST || kind != EMU_MEM_NONE;
+}
+
+/* Queue a copy of n bytes on stream; wait for it if sync, or if a host side is pageable. */
+static CUresult copy(CUstream stream, CUdeviceptr dst, emu_side_t dside, CUdeviceptr src,
+                     emu_side_t sside, size_t n, int sync)
+{
+    CUstream s;
+    int dpinned, spinned;
+    CUresult st = emu_stream_get(stream, &s);
+    if (st != CUDA_SUCCESS || n == 0)
+        return st;
+    if (!side_ok(dst, n, dside, &dpinned) || !side_ok(src, n, sside, &spinned))
+        return CUDA_ERROR_INVALID_VALUE;
+    emu_op_t *op = emu_op_new(EMU_OP_COPY);
+    if (op == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.copy.dst = (void *)(uintptr_t)dst;
+    op->u.copy.src = (const void *)(uintptr_t)src;
+    op->u.copy.n = n;
+    emu_stream_push(s, op, sync || !dpinned || !spinned);
+    return CUDA_SUCCESS;
+}
+
+#define PTR(p) ((CUdeviceptr)(uintptr_t)(p))
+
+CUresult emu_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes)
+{
+    return copy(NULL, dst, EMU_HOST, src, EMU_HOST, bytes, 1);
+}
+
+CUresult emu_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)
+{
+    return copy(stream, dst, EMU_HOST, src, EMU_HOST, bytes, 0);
+}
+
+CUresult emu_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
+{
+    return copy(NULL, dst, EMU_DEV, PTR(src), EMU_HOST, bytes, 1);
+}
+
+CUresult emu_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
+{
+    return copy(NULL, PTR(dst), EMU_HOST, src, EMU_DEV, bytes, 1);
+}
+
+CUresult emu_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes)
+{
+    return copy(NULL, dst, EMU_DEV, src, EMU_DEV, bytes, 1);
+}
+
+CUresult emu_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream)
+{
+    return copy(stream, dst, EMU_DEV, PTR(src), EMU_HOST, bytes, 0);
+}
+
+CUresult emu_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream stream)
+{
+    return copy(stream, PTR(dst), EMU_HOST, src, EMU_DEV, bytes, 0);
+}
+
+CUresult emu_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)
+{
+    return copy(stream, dst, EMU_DEV, src, EMU_DEV, bytes, 0);
+}
+
+/* Queue a memset of n elements of width bytes (1, 2, 4): dst device memory, aligned. */
+static CUresult set(CUstream stream, CUdeviceptr dst, uint32_t v, size_t n, size_t width,
+                    int sync)
+{
+    static const emu_op_kind_t kinds[] = { [1] = EMU_OP_SET8, [2] = EMU_OP_SET16,
+                                           [4] = EMU_OP_SET32 };
+    CUstream s;
+    CUresult st = emu_stream_get(stream, &s);
+    if (st != CUDA_SUCCESS || n == 0)
+        return st;
+    if (dst % width != 0 || n > SIZE_MAX / width ||
+        emu_mem_kind(dst, n * width) == EMU_MEM_NONE)
+        return CUDA_ERROR_INVALID_VALUE;
+    emu_op_t *op = emu_op_new(kinds[width]);
+    if (op == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.set.dst = (void *)(uintptr_t)dst;
+    op->u.set.v = v;
+    op->u.set.n = n;
+    emu_stream_push(s, op, sync);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
+{
+    return set(NULL, dst, v, n, 1, 1);
+}
+
+CUresult emu_cuMemsetD16(CUdeviceptr dst, unsigned short v, size_t n)
+{
+    return set(NULL, dst, v, n, 2, 1);
+}
+
+CUresult emu_cuMemsetD32(CUdeviceptr dst, unsigned int v, size_t n)
+{
+    return set(NULL, dst, v, n, 4, 1);
+}
+
+CUresult emu_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream stream)
+{
+    return set(stream, dst, v, n, 1, 0);
+}
+
+CUresult emu_cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream stream)
+{
+    return set(stream, dst, v, n, 2, 0);
+}
+
+CUresult emu_cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream stream)
+{
+    return set(stream, dst, v, n, 4, 0);
+}
+
+/* ---- stream memory operations (the worker polls a wait: emu_stream.c) -------------------- */
+
+/* The address must be known memory (device, or pinned host) and 4-byte aligned. */
+static CUresult value_op(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags,
+                         emu_op_kind_t kind)
+{
+    CUstream s;
+    CUresult st = emu_stream_get(stream, &s);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (addr % sizeof(uint32_t) != 0 || emu_mem_kind(addr, sizeof(uint32_t)) == EMU_MEM_NONE)
+        return CUDA_ERROR_INVALID_VALUE;
+    emu_op_t *op = emu_op_new(kind);
+    if (op == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.value.addr = (uint32_t *)(uintptr_t)addr;
+    op->u.value.v = value;
+    op->u.value.flags = flags;
+    emu_stream_push(s, op, 0);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, uint32_t value,
+                                 unsigned int flags)
+{
+    unsigned int cond = flags & ~(unsigned int)CU_STREAM_WAIT_VALUE_FLUSH;
+    if (cond > CU_STREAM_WAIT_VALUE_NOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    return value_op(stream, addr, value, flags, EMU_OP_WAIT_VALUE);
+}
+
+CUresult emu_cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, uint32_t value,
+                                  unsigned int flags)
+{
+    if ((flags & ~(unsigned int)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return value_op(stream, addr, value, flags, EMU_OP_WRITE_VALUE);
+}

@@ -1,0 +1,141 @@
+/*
+ * The emulated CUDA driver (libcuda.so.1 on host memory), shared by its files:
+ *
+ *   emu.c          the exported names, cuGetProcAddress, cuInit, devices, primary
+ *                  contexts, error strings
+ *   emu_mem.c      device memory (one memfd each), host memory, pointer attributes, IPC
+ *   emu_stream.c   streams: one worker thread each, running its queue of operations
+ *   emu_copy.c     copies, memsets, stream memory operations: what the host queues
+ *   emu_event.c    events
+ *   emu_module.c   modules and kernel launches (the host build of kernels/gpu)
+ *
+ * Every entry point of device/cuda_abi.h is implemented as emu_<name> (hidden); emu.c
+ * exports each under its plain and its versioned name. The emulator is a separate library:
+ * it includes no braid header but cuda_abi.h and the kernels' ABI (kernels/gpu).
+ */
+#ifndef BRAID_DEVICE_EMU_INT_H
+#define BRAID_DEVICE_EMU_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "device/cuda_abi.h"
+#include "kernels/gpu/emu_abi.h"
+
+#define EMU_HIDDEN __attribute__((visibility("hidden")))
+#define EMU_API __attribute__((visibility("default")))
+
+/* The implementations, with the signatures the ABI gives (checked where they are defined). */
+#define EMU_DECLARE(name, vsym, params) EMU_HIDDEN CUresult emu_##name params;
+BRAID_CUDA_ENTRIES(EMU_DECLARE)
+#undef EMU_DECLARE
+
+/* Handle checks: a stale or foreign handle gives CUDA_ERROR_INVALID_HANDLE, not a crash. */
+#define EMU_CTX_MAGIC 0x62637478u       /* "bctx" */
+#define EMU_STREAM_MAGIC 0x62737472u    /* "bstr" */
+#define EMU_EVENT_MAGIC 0x62657674u     /* "bevt" */
+#define EMU_MODULE_MAGIC 0x626d6f64u    /* "bmod" */
+#define EMU_FUNC_MAGIC 0x62666e63u      /* "bfnc" */
+
+#define EMU_DRIVER_VERSION 13000        /* cuDriverGetVersion: CUDA 13.0 */
+
+/* ---- emu.c: driver state, devices, contexts ------------------------------------------- */
+
+/*
+ * A device's primary context. It is active while retained (refs > 0); releasing it to
+ * zero leaves its streams and memory in place (the real driver frees them), so only the
+ * INVALID_CONTEXT answers of an inactive context are emulated.
+ */
+struct CUctx_st {
+    uint32_t magic;
+    CUdevice dev;
+    int refs;                       /* retains; atomic */
+    struct CUstream_st *null_stream; /* NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD */
+    pthread_mutex_t lock;           /* pending, idle */
+    pthread_cond_t idle;
+    uint64_t pending;               /* queued operations not finished, all streams */
+};
+
+EMU_HIDDEN CUresult emu_check_init(void);
+/* The calling thread's current context, active; INVALID_CONTEXT if it has none. */
+EMU_HIDDEN CUresult emu_ctx_get(CUcontext *ctx_p);
+EMU_HIDDEN int emu_device_count(void);
+EMU_HIDDEN CUcontext emu_device_ctx(CUdevice dev);
+/* BRAID_EMU_DELAY_US, read by cuInit: what each stream sleeps before each operation. */
+EMU_HIDDEN unsigned int emu_delay_us(void);
+EMU_HIDDEN void emu_sleep_us(unsigned int us);
+/* A failed system call, on stderr: the emulator has no log of its own. */
+EMU_HIDDEN void emu_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- emu_mem.c: what the allocation table knows about an address ------------------------ */
+
+typedef enum emu_mem_kind {
+    EMU_MEM_NONE = 0,       /* not known: pageable host memory, or nothing */
+    EMU_MEM_DEVICE,         /* cuMemAlloc */
+    EMU_MEM_IPC,            /* cuIpcOpenMemHandle */
+    EMU_MEM_HOST_ALLOC,     /* cuMemHostAlloc */
+    EMU_MEM_HOST_REG,       /* cuMemHostRegister */
+} emu_mem_kind_t;
+
+/* The kind of the one allocation that holds all of [p, p + n); NONE if none does. */
+EMU_HIDDEN emu_mem_kind_t emu_mem_kind(CUdeviceptr p, size_t n);
+
+/* ---- emu_stream.c: streams and the operations they run ---------------------------------- */
+
+typedef enum emu_op_kind {
+    EMU_OP_COPY,
+    EMU_OP_SET8,
+    EMU_OP_SET16,
+    EMU_OP_SET32,
+    EMU_OP_LAUNCH,
+    EMU_OP_RECORD,          /* complete an event's mark */
+    EMU_OP_WAIT_EVENT,      /* wait for a mark */
+    EMU_OP_WAIT_VALUE,
+    EMU_OP_WRITE_VALUE,
+} emu_op_kind_t;
+
+struct emu_mark;
+struct emu_launch;
+
+typedef struct emu_op {
+    struct emu_op *next;
+    emu_op_kind_t kind;
+    union {
+        struct { void *dst; const void *src; size_t n; } copy;
+        struct { void *dst; uint32_t v; size_t n; } set;       /* n elements */
+        struct { uint32_t *addr; uint32_t v; unsigned int flags; } value;
+        struct emu_mark *mark;
+        struct emu_launch *launch;
+    } u;
+} emu_op_t;
+
+struct CUstream_st {
+    uint32_t magic;
+    CUcontext ctx;
+    pthread_mutex_t lock;           /* everything below */
+    pthread_cond_t work;            /* the worker waits here for operations */
+    pthread_cond_t done;            /* synchronize waits here */
+    emu_op_t *head, *tail;
+    uint64_t queued, finished;      /* operations ever queued and finished, in order */
+    int stopping;                   /* destroyed: the worker ends once the queue is empty */
+};
+
+/* The stream a handle names: NULL, LEGACY and PER_THREAD give the current context's. */
+EMU_HIDDEN CUresult emu_stream_get(CUstream handle, CUstream *s_p);
+EMU_HIDDEN emu_op_t *emu_op_new(emu_op_kind_t kind);
+/* Queue op on s; with wait, return once it has run. */
+EMU_HIDDEN void emu_stream_push(CUstream s, emu_op_t *op, int wait);
+EMU_HIDDEN CUresult emu_stream_new(CUcontext ctx, CUstream *s_p);
+/* Wait until every operation queued in ctx has finished. */
+EMU_HIDDEN void emu_ctx_sync(CUcontext ctx);
+
+/* ---- emu_event.c: what a stream's worker does for events -------------------------------- */
+
+EMU_HIDDEN void emu_mark_run(emu_op_t *op);     /* EMU_OP_RECORD, EMU_OP_WAIT_EVENT */
+
+/* ---- emu_module.c: kernel launches, run on a stream's worker ---------------------------- */
+
+EMU_HIDDEN void emu_launch_run(struct emu_launch *l);
+EMU_HIDDEN void emu_launch_free(struct emu_launch *l);
+
+#endif

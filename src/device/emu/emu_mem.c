@@ -1,0 +1,540 @@
+/*
+ * Memory of the emulated driver, and the table that knows every piece of it.
+ *
+ * Device memory is host memory: one memfd per cuMemAlloc, mapped shared and filled with
+ * a garbage pattern (a library that reads what it never wrote sees NaNs and large
+ * negative numbers, not zeros). The memfd stays open while the allocation lives, so an
+ * IPC handle can name it as (owner pid, fd): the opener maps /proc/<pid>/fd/<fd>.
+ * Pinned host memory (cuMemHostAlloc, cuMemHostRegister) is ordinary memory whose device
+ * pointer is its host pointer, as with unified addressing.
+ *
+ * The table (sorted by address, behind one mutex) answers cuPointerGetAttribute(s),
+ * cuMemGetAddressRange, and the checks copies and memsets make on device pointers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "device/emu/emu_int.h"
+
+#define EMU_GARBAGE 0xfff1deadu   /* NaN as float and double, large and negative as int */
+
+typedef struct emu_alloc {
+    uintptr_t base;
+    size_t size;
+    emu_mem_kind_t kind;
+    CUdevice dev;                   /* where allocated, or current when pinned / opened */
+    int fd;                         /* DEVICE: its memfd; -1 otherwise */
+    uint64_t ino;                   /* DEVICE, IPC: the memfd's inode, which handles name */
+    pid_t owner;                    /* IPC: the exporting process */
+    int refs;                       /* IPC: opens not closed yet */
+} emu_alloc_t;
+
+static struct {
+    pthread_mutex_t lock;
+    emu_alloc_t *v;                 /* sorted by base; ranges do not overlap */
+    size_t n, cap;
+} table = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* ---- the table (callers hold table.lock) ------------------------------------------------- */
+
+/* The index of the first entry that starts above p. */
+static size_t table_upper(uintptr_t p)
+{
+    size_t lo = 0, hi = table.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (table.v[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The entry that holds all of [p, p + n) (n == 0 counts as 1), or NULL. */
+static emu_alloc_t *table_find(uintptr_t p, size_t n)
+{
+    size_t i = table_upper(p);
+    if (i == 0)
+        return NULL;
+    emu_alloc_t *a = &table.v[i - 1];
+    size_t off = p - a->base;
+    if (off >= a->size || (n > 0 && n > a->size - off))
+        return NULL;
+    return a;
+}
+
+static bool table_overlaps(uintptr_t p, size_t n)
+{
+    size_t i = table_upper(p);
+    if (i > 0 && table.v[i - 1].base + table.v[i - 1].size > p)
+        return true;
+    return i < table.n && table.v[i].base < p + n;
+}
+
+static CUresult table_add(const emu_alloc_t *a)
+{
+    if (table.n == table.cap) {
+        size_t cap = table.cap ? 2 * table.cap : 64;
+        emu_alloc_t *v = realloc(table.v, cap * sizeof(*v));
+        if (v == NULL)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        table.v = v;
+        table.cap = cap;
+    }
+    size_t i = table_upper(a->base);
+    memmove(&table.v[i + 1], &table.v[i], (table.n - i) * sizeof(*a));
+    table.v[i] = *a;
+    table.n++;
+    return CUDA_SUCCESS;
+}
+
+static void table_remove(emu_alloc_t *a)
+{
+    size_t i = (size_t)(a - table.v);
+    memmove(&table.v[i], &table.v[i + 1], (table.n - i - 1) * sizeof(*a));
+    table.n--;
+}
+
+/* A copy of the entry that holds p, which must start there if base_only: true if found. */
+static bool table_lookup(CUdeviceptr p, bool base_only, emu_alloc_t *a_p)
+{
+    pthread_mutex_lock(&table.lock);
+    emu_alloc_t *a = table_find((uintptr_t)p, 1);
+    bool found = a != NULL && (!base_only || a->base == (uintptr_t)p);
+    if (found)
+        *a_p = *a;
+    pthread_mutex_unlock(&table.lock);
+    return found;
+}
+
+/* Take the entry that starts at p, of kind, out of the table: true if there was one. */
+static bool table_take(CUdeviceptr p, emu_mem_kind_t kind, emu_alloc_t *a_p)
+{
+    pthread_mutex_lock(&table.lock);
+    emu_alloc_t *a = table_find((uintptr_t)p, 1);
+    bool found = a != NULL && a->base == (uintptr_t)p && a->kind == kind;
+    if (found) {
+        *a_p = *a;
+        table_remove(a);
+    }
+    pthread_mutex_unlock(&table.lock);
+    return found;
+}
+
+emu_mem_kind_t emu_mem_kind(CUdeviceptr p, size_t n)
+{
+    pthread_mutex_lock(&table.lock);
+    emu_alloc_t *a = table_find((uintptr_t)p, n);
+    emu_mem_kind_t kind = a != NULL ? a->kind : EMU_MEM_NONE;
+    pthread_mutex_unlock(&table.lock);
+    return kind;
+}
+
+static CUresult table_insert(const emu_alloc_t *a)
+{
+    pthread_mutex_lock(&table.lock);
+    CUresult st = table_add(a);
+    pthread_mutex_unlock(&table.lock);
+    return st;
+}
+
+/* Wait for every stream of every device: before memory any of them may use goes away. */
+static void sync_all(void)
+{
+    for (int d = 0; d < emu_device_count(); d++)
+        emu_ctx_sync(emu_device_ctx(d));
+}
+
+/* ---- device memory ----------------------------------------------------------------------- */
+
+static void garbage_fill(void *p, size_t n)
+{
+    uint32_t *w = p, g = EMU_GARBAGE;
+    size_t i;
+    for (i = 0; i < n / sizeof(g); i++)
+        w[i] = g;
+    memcpy(&w[i], &g, n % sizeof(g));
+}
+
+/* A fresh memfd of bytes, mapped: its fd and inode in a_p. */
+static CUresult memfd_map(size_t bytes, emu_alloc_t *a_p)
+{
+    struct stat sb;
+    int fd = memfd_create("braid-emu-device", MFD_CLOEXEC);
+    if (fd < 0) {
+        emu_warn("cuMemAlloc: memfd_create failed: %s (too many open files? raise ulimit -n)",
+                 strerror(errno));
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (ftruncate(fd, (off_t)bytes) != 0 || fstat(fd, &sb) != 0)
+        goto out_close;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        goto out_close;
+    *a_p = (emu_alloc_t){ .base = (uintptr_t)p, .size = bytes, .kind = EMU_MEM_DEVICE,
+                          .fd = fd, .ino = (uint64_t)sb.st_ino };
+    return CUDA_SUCCESS;
+out_close:
+    emu_warn("cuMemAlloc: cannot map a memfd of %zu bytes: %s", bytes, strerror(errno));
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult emu_cuMemAlloc(CUdeviceptr *dptr, size_t bytes)
+{
+    CUcontext c;
+    emu_alloc_t a;
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (dptr == NULL || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    st = memfd_map(bytes, &a);
+    if (st != CUDA_SUCCESS)
+        return st;
+    a.dev = c->dev;
+    garbage_fill((void *)a.base, bytes);
+    st = table_insert(&a);
+    if (st != CUDA_SUCCESS) {
+        munmap((void *)a.base, bytes);
+        close(a.fd);
+        return st;
+    }
+    *dptr = (CUdeviceptr)a.base;
+    return CUDA_SUCCESS;
+}
+
+/* Like the real driver's, cuMemFree waits for the device's work first. */
+CUresult emu_cuMemFree(CUdeviceptr dptr)
+{
+    CUcontext c;
+    emu_alloc_t a;
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (!table_take(dptr, EMU_MEM_DEVICE, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    emu_ctx_sync(emu_device_ctx(a.dev));
+    munmap((void *)a.base, a.size);
+    close(a.fd);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
+{
+    CUcontext c;
+    emu_alloc_t a;
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (!table_lookup(dptr, false, &a) || (a.kind != EMU_MEM_DEVICE && a.kind != EMU_MEM_IPC))
+        return CUDA_ERROR_NOT_FOUND;
+    if (base != NULL)
+        *base = (CUdeviceptr)a.base;
+    if (size != NULL)
+        *size = a.size;
+    return CUDA_SUCCESS;
+}
+
+/* ---- pinned host memory ------------------------------------------------------------------ */
+
+CUresult emu_cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
+{
+    const unsigned int known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                               CU_MEMHOSTALLOC_WRITECOMBINED;
+    CUcontext c;
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (pp == NULL || bytes == 0 || (flags & ~known) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        emu_warn("cuMemHostAlloc: cannot map %zu bytes: %s", bytes, strerror(errno));
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    emu_alloc_t a = { .base = (uintptr_t)p, .size = bytes, .kind = EMU_MEM_HOST_ALLOC,
+                      .dev = c->dev, .fd = -1 };
+    st = table_insert(&a);
+    if (st != CUDA_SUCCESS) {
+        munmap(p, bytes);
+        return st;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuMemFreeHost(void *p)
+{
+    emu_alloc_t a;
+    CUresult st = emu_check_init();
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (!table_take((CUdeviceptr)(uintptr_t)p, EMU_MEM_HOST_ALLOC, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    sync_all();
+    munmap(p, a.size);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuMemHostRegister(void *p, size_t bytes, unsigned int flags)
+{
+    const unsigned int known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                               CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+    CUcontext c;
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (p == NULL || bytes == 0 || (flags & ~known) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    emu_alloc_t a = { .base = (uintptr_t)p, .size = bytes, .kind = EMU_MEM_HOST_REG,
+                      .dev = c->dev, .fd = -1 };
+    pthread_mutex_lock(&table.lock);
+    if (table_overlaps(a.base, bytes))
+        st = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    else
+        st = table_add(&a);
+    pthread_mutex_unlock(&table.lock);
+    return st;
+}
+
+CUresult emu_cuMemHostUnregister(void *p)
+{
+    emu_alloc_t a;
+    CUresult st = emu_check_init();
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (!table_take((CUdeviceptr)(uintptr_t)p, EMU_MEM_HOST_REG, &a))
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    sync_all();
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuMemHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned int flags)
+{
+    CUcontext c;
+    emu_alloc_t a;
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (dptr == NULL || flags != 0 || !table_lookup((CUdeviceptr)(uintptr_t)p, false, &a) ||
+        (a.kind != EMU_MEM_HOST_ALLOC && a.kind != EMU_MEM_HOST_REG))
+        return CUDA_ERROR_INVALID_VALUE;
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+/* ---- pointer attributes ------------------------------------------------------------------ */
+
+/*
+ * Write attribute attrib of ptr, in the allocation a (kind NONE: memory the driver does
+ * not know, whose attributes are zeros), to data, in the type the driver uses for it:
+ * CUcontext, unsigned int (memory type, is-managed), CUdeviceptr, void *, int (ordinal),
+ * size_t, bool (mapped). INVALID_VALUE for an attribute the emulator does not know, and
+ * for a host pointer of device memory, which the host cannot address on a real GPU.
+ */
+static CUresult attr_write(int attrib, const emu_alloc_t *a, CUdeviceptr ptr, void *data)
+{
+    bool known = a->kind != EMU_MEM_NONE;
+    bool device = a->kind == EMU_MEM_DEVICE || a->kind == EMU_MEM_IPC;
+    switch (attrib) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = known ? emu_device_ctx(a->dev) : NULL;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = !known ? 0 : device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = known ? ptr : 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = known && !device ? (void *)(uintptr_t)ptr : NULL;
+        return known && device ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned int *)data = 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = known ? a->dev : 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)a->base;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = a->size;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(bool *)data = known;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult emu_cuPointerGetAttribute(void *data, int attrib, CUdeviceptr ptr)
+{
+    emu_alloc_t a;
+    CUresult st = emu_check_init();
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (data == NULL || !table_lookup(ptr, false, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    return attr_write(attrib, &a, ptr, data);
+}
+
+/* Unlike the singular call, memory the driver does not know is no error: all zeros. */
+CUresult emu_cuPointerGetAttributes(unsigned int n, int *attribs, void **data, CUdeviceptr ptr)
+{
+    emu_alloc_t a = { .kind = EMU_MEM_NONE };
+    CUresult st = emu_check_init();
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (n > 0 && (attribs == NULL || data == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!table_lookup(ptr, false, &a))
+        a = (emu_alloc_t){ .kind = EMU_MEM_NONE };
+    for (unsigned int i = 0; i < n; i++) {
+        if (data[i] == NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        st = attr_write(attribs[i], &a, ptr, data[i]);
+        if (st != CUDA_SUCCESS && attribs[i] != CU_POINTER_ATTRIBUTE_HOST_POINTER)
+            return st;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- IPC --------------------------------------------------------------------------------- */
+
+#define EMU_IPC_MAGIC "brdemu1"
+
+/* What a CUipcMemHandle holds: enough for another process to map the same memfd. */
+typedef struct emu_ipc_handle {
+    char magic[8];
+    int32_t pid, fd;                /* the owner, and its memfd: /proc/<pid>/fd/<fd> */
+    uint64_t ino, size;             /* the memfd's inode (fd numbers are reused) and size */
+    uint64_t offset;                /* of the pointer exported, in the allocation */
+} emu_ipc_handle_t;
+
+_Static_assert(sizeof(emu_ipc_handle_t) <= CU_IPC_HANDLE_SIZE, "IPC handle too large");
+
+CUresult emu_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
+{
+    CUcontext c;
+    emu_alloc_t a;
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (handle == NULL || !table_lookup(dptr, false, &a) || a.kind != EMU_MEM_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    emu_ipc_handle_t h = { .magic = EMU_IPC_MAGIC, .pid = (int32_t)getpid(), .fd = a.fd,
+                           .ino = a.ino, .size = a.size, .offset = dptr - a.base };
+    memset(handle, 0, sizeof(*handle));
+    memcpy(handle->reserved, &h, sizeof(h));
+    return CUDA_SUCCESS;
+}
+
+/* Map the owner's memfd: INVALID_HANDLE if it is gone (or is another file now). */
+static CUresult ipc_map(const emu_ipc_handle_t *h, void **p_p)
+{
+    char path[64];
+    struct stat sb;
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)h->pid, (int)h->fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult st = CUDA_ERROR_INVALID_HANDLE;
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_ino != h->ino || (uint64_t)sb.st_size != h->size)
+        goto out_close;
+    void *p = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    st = CUDA_ERROR_MAP_FAILED;
+    if (p == MAP_FAILED) {
+        emu_warn("cuIpcOpenMemHandle: cannot map %s (%llu bytes): %s", path,
+                 (unsigned long long)h->size, strerror(errno));
+        goto out_close;
+    }
+    *p_p = p;
+    st = CUDA_SUCCESS;
+out_close:
+    close(fd);
+    return st;
+}
+
+/* An existing mapping of the same memory: its base, and one more reference; 0 if none. */
+static uintptr_t ipc_reuse(const emu_ipc_handle_t *h)
+{
+    uintptr_t base = 0;
+    pthread_mutex_lock(&table.lock);
+    for (size_t i = 0; i < table.n && base == 0; i++) {
+        emu_alloc_t *a = &table.v[i];
+        if (a->kind == EMU_MEM_IPC && a->owner == h->pid && a->ino == h->ino) {
+            a->refs++;
+            base = a->base;
+        }
+    }
+    pthread_mutex_unlock(&table.lock);
+    return base;
+}
+
+/* Opening the same memory again gives the same mapping, counted, as the real driver does. */
+CUresult emu_cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
+{
+    CUcontext c;
+    emu_ipc_handle_t h;
+    void *p;
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (dptr == NULL || (flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&h, handle.reserved, sizeof(h));
+    if (memcmp(h.magic, EMU_IPC_MAGIC, sizeof(h.magic)) != 0 || h.offset >= h.size)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (h.pid == (int32_t)getpid())      /* the real driver refuses its own process's too */
+        return CUDA_ERROR_INVALID_CONTEXT;
+    uintptr_t base = ipc_reuse(&h);
+    if (base == 0) {
+        st = ipc_map(&h, &p);
+        if (st != CUDA_SUCCESS)
+            return st;
+        emu_alloc_t a = { .base = (uintptr_t)p, .size = h.size, .kind = EMU_MEM_IPC,
+                          .dev = c->dev, .fd = -1, .ino = h.ino, .owner = h.pid, .refs = 1 };
+        st = table_insert(&a);
+        if (st != CUDA_SUCCESS) {
+            munmap(p, h.size);
+            return st;
+        }
+        base = a.base;
+    }
+    *dptr = (CUdeviceptr)(base + h.offset);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    CUcontext c;
+    emu_alloc_t gone = { .refs = 1 };
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    pthread_mutex_lock(&table.lock);
+    emu_alloc_t *a = table_find((uintptr_t)dptr, 1);
+    if (a == NULL || a->kind != EMU_MEM_IPC) {
+        st = CUDA_ERROR_INVALID_VALUE;
+    } else if (--a->refs == 0) {
+        gone = *a;
+        table_remove(a);
+    }
+    pthread_mutex_unlock(&table.lock);
+    if (gone.refs == 0) {
+        emu_ctx_sync(emu_device_ctx(gone.dev));
+        munmap((void *)gone.base, gone.size);
+    }
+    return st;
+}

@@ -1,0 +1,223 @@
+/*
+ * Modules and kernel launches of the emulated driver.
+ *
+ * The only image it loads is the one that starts with BRAID_EMU_IMAGE_MAGIC (NUL
+ * included): its kernels are the host build of kernels/gpu, the table braid_emu_kernels[]
+ * (kernels/gpu/emu_abi.h). Any other image (cubin, fatbin, PTX) is CUDA_ERROR_INVALID_IMAGE,
+ * so braid falls back through its list of images as it would on a real driver.
+ *
+ * A launch copies its parameters, then the stream's worker runs every (block, thread) of
+ * the grid in turn, setting the thread-local indices before each call.
+ *
+ * The table and the indices are weak here: the emulator builds, links and runs without the
+ * kernels' library (every name is then CUDA_ERROR_NOT_FOUND).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/emu/emu_int.h"
+#include "kernels/gpu/kargs.h"
+
+extern const braid_emu_kernel_t braid_emu_kernels[] __attribute__((weak));
+extern __thread braid_emu_dim3_t braid_emu_threadIdx __attribute__((weak));
+extern __thread braid_emu_dim3_t braid_emu_blockIdx __attribute__((weak));
+extern __thread braid_emu_dim3_t braid_emu_blockDim __attribute__((weak));
+extern __thread braid_emu_dim3_t braid_emu_gridDim __attribute__((weak));
+
+#define EMU_MAX_BLOCK 1024              /* threads per block */
+#define EMU_MAX_SHMEM (48 * 1024)
+#define EMU_PARAM_ALIGN 16
+
+struct CUfunc_st {
+    uint32_t magic;
+    const braid_emu_kernel_t *k;
+};
+
+struct CUmod_st {
+    uint32_t magic;
+    int nfuncs;
+    struct CUfunc_st *funcs;        /* one per kernel of the table */
+};
+
+struct emu_launch {
+    const braid_emu_kernel_t *k;
+    braid_emu_dim3_t grid, block;
+    void *params[BRAID_EMU_MAX_PARAMS];   /* into data */
+    _Alignas(EMU_PARAM_ALIGN) unsigned char data[];
+};
+
+static int kernel_count(void)
+{
+    int n = 0;
+    if (braid_emu_kernels == NULL)
+        return 0;
+    while (braid_emu_kernels[n].name != NULL)
+        n++;
+    return n;
+}
+
+/* Does the image start with the magic string, NUL included? Reads no further than it. */
+static int image_is_ours(const char *image)
+{
+    const char *magic = BRAID_EMU_IMAGE_MAGIC;
+    size_t i = 0;
+    while (image[i] == magic[i] && magic[i] != '\0')
+        i++;
+    return image[i] == '\0' && magic[i] == '\0';
+}
+
+CUresult emu_cuModuleLoadData(CUmodule *mod, const void *image)
+{
+    CUcontext c;
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (mod == NULL || image == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!image_is_ours(image))
+        return CUDA_ERROR_INVALID_IMAGE;
+    CUmodule m = calloc(1, sizeof(*m));
+    int n = kernel_count();
+    if (m == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    m->funcs = calloc((size_t)n + 1, sizeof(*m->funcs));
+    if (m->funcs == NULL) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < n; i++)
+        m->funcs[i] = (struct CUfunc_st){ .magic = EMU_FUNC_MAGIC, .k = &braid_emu_kernels[i] };
+    m->nfuncs = n;
+    m->magic = EMU_MODULE_MAGIC;
+    *mod = m;
+    return CUDA_SUCCESS;
+}
+
+/* Launches already queued keep running: they hold the kernel, not the module. */
+CUresult emu_cuModuleUnload(CUmodule mod)
+{
+    CUresult st = emu_check_init();
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (mod == NULL || mod->magic != EMU_MODULE_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    for (int i = 0; i < mod->nfuncs; i++)
+        mod->funcs[i].magic = 0;
+    mod->magic = 0;
+    free(mod->funcs);
+    free(mod);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuModuleGetFunction(CUfunction *fn, CUmodule mod, const char *name)
+{
+    CUresult st = emu_check_init();
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (mod == NULL || mod->magic != EMU_MODULE_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (fn == NULL || name == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < mod->nfuncs; i++) {
+        if (strcmp(mod->funcs[i].k->name, name) == 0) {
+            *fn = &mod->funcs[i];
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- launches ---------------------------------------------------------------------------- */
+
+static size_t param_offset(size_t off)
+{
+    return (off + EMU_PARAM_ALIGN - 1) & ~(size_t)(EMU_PARAM_ALIGN - 1);
+}
+
+/* A launch of k with copies of its parameters, taken now. */
+static struct emu_launch *launch_new(const braid_emu_kernel_t *k, void **params)
+{
+    size_t size = 0;
+    for (int i = 0; i < k->nparams; i++)
+        size = param_offset(size) + k->param_sizes[i];
+    struct emu_launch *l = calloc(1, sizeof(*l) + size);
+    if (l == NULL)
+        return NULL;
+    l->k = k;
+    size = 0;
+    for (int i = 0; i < k->nparams; i++) {
+        size = param_offset(size);
+        l->params[i] = l->data + size;
+        memcpy(l->params[i], params[i], k->param_sizes[i]);
+        size += k->param_sizes[i];
+    }
+    return l;
+}
+
+static int dims_ok(unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                   unsigned int by, unsigned int bz)
+{
+    if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0)
+        return 0;
+    if (gx > 0x7fffffffu || gy > 65535 || gz > 65535 || bz > 64)
+        return 0;
+    return bx <= EMU_MAX_BLOCK && by <= EMU_MAX_BLOCK &&
+           (uint64_t)bx * by * bz <= EMU_MAX_BLOCK;
+}
+
+CUresult emu_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                            unsigned int bx, unsigned int by, unsigned int bz,
+                            unsigned int shmem, CUstream stream, void **params, void **extra)
+{
+    CUstream s;
+    CUresult st = emu_stream_get(stream, &s);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (f == NULL || f->magic != EMU_FUNC_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (extra != NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!dims_ok(gx, gy, gz, bx, by, bz) || shmem > EMU_MAX_SHMEM ||
+        f->k->nparams > BRAID_EMU_MAX_PARAMS || (f->k->nparams > 0 && params == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    emu_op_t *op = emu_op_new(EMU_OP_LAUNCH);
+    struct emu_launch *l = launch_new(f->k, params);
+    if (op == NULL || l == NULL) {
+        free(op);
+        free(l);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    l->grid = (braid_emu_dim3_t){ gx, gy, gz };
+    l->block = (braid_emu_dim3_t){ bx, by, bz };
+    op->u.launch = l;
+    emu_stream_push(s, op, 0);
+    return CUDA_SUCCESS;
+}
+
+static void run_block(const struct emu_launch *l)
+{
+    for (unsigned int z = 0; z < l->block.z; z++)
+        for (unsigned int y = 0; y < l->block.y; y++)
+            for (unsigned int x = 0; x < l->block.x; x++) {
+                braid_emu_threadIdx = (braid_emu_dim3_t){ x, y, z };
+                l->k->fn((void **)l->params);
+            }
+}
+
+/* On the stream's worker: every thread of every block, one after the other. */
+void emu_launch_run(struct emu_launch *l)
+{
+    braid_emu_gridDim = l->grid;
+    braid_emu_blockDim = l->block;
+    for (unsigned int z = 0; z < l->grid.z; z++)
+        for (unsigned int y = 0; y < l->grid.y; y++)
+            for (unsigned int x = 0; x < l->grid.x; x++) {
+                braid_emu_blockIdx = (braid_emu_dim3_t){ x, y, z };
+                run_block(l);
+            }
+}
+
+void emu_launch_free(struct emu_launch *l)
+{
+    free(l);
+}

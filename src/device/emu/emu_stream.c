@@ -1,0 +1,297 @@
+/*
+ * Streams of the emulated driver: each is one worker thread that runs its queue in order,
+ * so work is really asynchronous to the host and to other streams. The NULL stream,
+ * CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are one more stream per device (the primary
+ * context's), with its own worker. The legacy default stream's implicit synchronisation
+ * with the other streams is not emulated: order streams with events, as braid does.
+ *
+ * BRAID_EMU_DELAY_US=N makes every worker sleep N us before each operation, so that a
+ * library that reads a buffer before its stream has written it fails its tests.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device/emu/emu_int.h"
+
+#define EMU_POLL_MIN_US 2       /* cuStreamWaitValue32 polls, sleeping this long at first */
+#define EMU_POLL_MAX_US 500     /* ... doubling up to this */
+
+/* ---- the operations ---------------------------------------------------------------------- */
+
+emu_op_t *emu_op_new(emu_op_kind_t kind)
+{
+    emu_op_t *op = calloc(1, sizeof(*op));
+    if (op != NULL)
+        op->kind = kind;
+    return op;
+}
+
+static void op_set(emu_op_t *op)
+{
+    size_t n = op->u.set.n;
+    if (op->kind == EMU_OP_SET8) {
+        memset(op->u.set.dst, (int)op->u.set.v, n);
+    } else if (op->kind == EMU_OP_SET16) {
+        uint16_t *d = op->u.set.dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] = (uint16_t)op->u.set.v;
+    } else {
+        uint32_t *d = op->u.set.dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] = op->u.set.v;
+    }
+}
+
+static int value_reached(uint32_t cur, uint32_t v, unsigned int cond)
+{
+    switch (cond) {
+    case CU_STREAM_WAIT_VALUE_GEQ: return (int32_t)(cur - v) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ: return cur == v;
+    case CU_STREAM_WAIT_VALUE_AND: return (cur & v) != 0;
+    default: return ~(cur | v) != 0;     /* CU_STREAM_WAIT_VALUE_NOR */
+    }
+}
+
+/* Poll, sleeping longer each time up to a bound: many ranks may share two cores. */
+static void op_wait_value(const emu_op_t *op)
+{
+    unsigned int cond = op->u.value.flags & ~(unsigned int)CU_STREAM_WAIT_VALUE_FLUSH;
+    unsigned int us = EMU_POLL_MIN_US;
+    while (!value_reached(__atomic_load_n(op->u.value.addr, __ATOMIC_ACQUIRE), op->u.value.v,
+                          cond)) {
+        emu_sleep_us(us);
+        us = us * 2 > EMU_POLL_MAX_US ? EMU_POLL_MAX_US : us * 2;
+    }
+}
+
+static void op_run(emu_op_t *op)
+{
+    switch (op->kind) {
+    case EMU_OP_COPY:
+        memcpy(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
+        break;
+    case EMU_OP_SET8:
+    case EMU_OP_SET16:
+    case EMU_OP_SET32:
+        op_set(op);
+        break;
+    case EMU_OP_LAUNCH:
+        emu_launch_run(op->u.launch);
+        emu_launch_free(op->u.launch);
+        break;
+    case EMU_OP_RECORD:
+    case EMU_OP_WAIT_EVENT:
+        emu_mark_run(op);
+        break;
+    case EMU_OP_WAIT_VALUE:
+        op_wait_value(op);
+        break;
+    case EMU_OP_WRITE_VALUE:
+        __atomic_store_n(op->u.value.addr, op->u.value.v, __ATOMIC_RELEASE);
+        break;
+    }
+}
+
+/* ---- the worker -------------------------------------------------------------------------- */
+
+/* The next operation, once there is one; NULL once the stream is destroyed and empty. */
+static emu_op_t *stream_pop(CUstream s)
+{
+    pthread_mutex_lock(&s->lock);
+    while (s->head == NULL && !s->stopping)
+        pthread_cond_wait(&s->work, &s->lock);
+    emu_op_t *op = s->head;
+    if (op != NULL) {
+        s->head = op->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return op;
+}
+
+static void stream_finished(CUstream s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->finished++;
+    pthread_cond_broadcast(&s->done);
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&s->ctx->lock);
+    if (--s->ctx->pending == 0)
+        pthread_cond_broadcast(&s->ctx->idle);
+    pthread_mutex_unlock(&s->ctx->lock);
+}
+
+static void stream_free(CUstream s)
+{
+    pthread_cond_destroy(&s->done);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static void *stream_worker(void *arg)
+{
+    CUstream s = arg;
+    unsigned int delay = emu_delay_us();
+    emu_op_t *op;
+    while ((op = stream_pop(s)) != NULL) {
+        if (delay > 0)
+            emu_sleep_us(delay);
+        op_run(op);
+        free(op);
+        stream_finished(s);
+    }
+    stream_free(s);         /* destroyed: nobody else holds it now */
+    return NULL;
+}
+
+/* A stream of ctx with its worker (detached: a destroyed stream frees itself). */
+CUresult emu_stream_new(CUcontext ctx, CUstream *s_p)
+{
+    pthread_attr_t attr;
+    pthread_t tid;
+    CUstream s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->magic = EMU_STREAM_MAGIC;
+    s->ctx = ctx;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->done, NULL);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&tid, &attr, stream_worker, s);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        emu_warn("cannot start a stream's worker thread: %s", strerror(rc));
+        stream_free(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *s_p = s;
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_stream_get(CUstream handle, CUstream *s_p)
+{
+    CUcontext c;
+    if (handle == NULL || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+        CUresult st = emu_ctx_get(&c);
+        if (st == CUDA_SUCCESS)
+            *s_p = c->null_stream;
+        return st;
+    }
+    if (emu_check_init() != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (handle->magic != EMU_STREAM_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *s_p = handle;
+    return CUDA_SUCCESS;
+}
+
+/* Wait until the seq-th operation queued on s has finished. */
+static void stream_wait(CUstream s, uint64_t seq)
+{
+    pthread_mutex_lock(&s->lock);
+    while (s->finished < seq)
+        pthread_cond_wait(&s->done, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void emu_stream_push(CUstream s, emu_op_t *op, int wait)
+{
+    pthread_mutex_lock(&s->ctx->lock);
+    s->ctx->pending++;
+    pthread_mutex_unlock(&s->ctx->lock);
+    pthread_mutex_lock(&s->lock);
+    uint64_t seq = ++s->queued;
+    if (s->tail != NULL)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    if (wait)
+        stream_wait(s, seq);
+}
+
+/* Waits until nothing is pending, so work queued meanwhile by other threads is waited for too. */
+void emu_ctx_sync(CUcontext ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    while (ctx->pending > 0)
+        pthread_cond_wait(&ctx->idle, &ctx->lock);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* ---- stream API -------------------------------------------------------------------------- */
+
+CUresult emu_cuStreamCreate(CUstream *stream, unsigned int flags)
+{
+    CUcontext c;
+    CUresult st = emu_ctx_get(&c);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (stream == NULL || (flags & ~(unsigned int)CU_STREAM_NON_BLOCKING) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return emu_stream_new(c, stream);
+}
+
+/*
+ * Returns at once, as the real driver does: the worker runs what is queued, then ends and
+ * frees the stream. cuCtxSynchronize still waits for that work.
+ */
+CUresult emu_cuStreamDestroy(CUstream stream)
+{
+    CUstream s;
+    CUresult st = emu_stream_get(stream, &s);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (s == s->ctx->null_stream)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&s->lock);
+    s->magic = 0;
+    s->stopping = 1;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuStreamSynchronize(CUstream stream)
+{
+    CUstream s;
+    CUresult st = emu_stream_get(stream, &s);
+    if (st != CUDA_SUCCESS)
+        return st;
+    pthread_mutex_lock(&s->lock);
+    uint64_t seq = s->queued;
+    pthread_mutex_unlock(&s->lock);
+    stream_wait(s, seq);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_cuStreamQuery(CUstream stream)
+{
+    CUstream s;
+    CUresult st = emu_stream_get(stream, &s);
+    if (st != CUDA_SUCCESS)
+        return st;
+    pthread_mutex_lock(&s->lock);
+    st = s->finished == s->queued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+CUresult emu_cuStreamIsCapturing(CUstream stream, int *status)
+{
+    CUstream s;
+    CUresult st = emu_stream_get(stream, &s);
+    if (st == CUDA_SUCCESS && status == NULL)
+        st = CUDA_ERROR_INVALID_VALUE;
+    if (st == CUDA_SUCCESS)
+        *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return st;
+}
