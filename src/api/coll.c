@@ -22,6 +22,7 @@ typedef struct coll_args {
     size_t send_elems;     /* elements read from sendbuf on this rank */
     size_t recv_elems;     /* elements written to recvbuf on this rank */
     int need;              /* NEED_SEND | NEED_RECV on this rank */
+    void *stream;          /* the caller's stream */
     int has_root;          /* root (or peer) must be a rank */
 } coll_args_t;
 
@@ -107,15 +108,59 @@ static braid_status_t check_shape(const braid_comm_t *comm, coll_args_t *a)
     }
 }
 
-static braid_status_t check_host(const braid_comm_t *comm, const coll_args_t *a)
+/*
+ * Where the buffers are: device (or managed) memory makes the call a device call, ordered
+ * on the stream; host memory keeps the synchronous host path. Device memory on one side
+ * and pageable host memory on the other is refused, as are a capturing stream and, where
+ * a GPU runtime is loaded that braid has no backend for, buffers the CPU cannot read.
+ */
+static braid_status_t buffers_place(braid_comm_t *comm, const char *what, const void *sbuf,
+                                    int has_send, const void *rbuf, int has_recv,
+                                    void *stream, braid_call_t *call)
 {
-    if (!comm->check_host_ptrs || a->call.count == 0)
+    braid_ptr_info_t s = { BRAID_MEM_HOST, -1 }, r = { BRAID_MEM_HOST, -1 };
+    if (has_send)
+        BRAID_CHECK(braid_device_ptr(sbuf, &s));
+    if (has_recv)
+        BRAID_CHECK(braid_device_ptr(rbuf, &r));
+    int sdev = s.kind == BRAID_MEM_DEVICE || s.kind == BRAID_MEM_MANAGED;
+    int rdev = r.kind == BRAID_MEM_DEVICE || r.kind == BRAID_MEM_MANAGED;
+    if (!sdev && !rdev) {
+        /* a GPU backend in use knows device memory; without one, ask the CPU */
+        int check = comm->check_host_ptrs && braid_device() == &braid_device_host;
+        if (check && has_send)
+            BRAID_CHECK(braid_device_check_host(sbuf, what, "sendbuff"));
+        if (check && has_recv)
+            BRAID_CHECK(braid_device_check_host(rbuf, what, "recvbuff"));
         return BRAID_OK;
-    if (a->need & NEED_SEND)
-        BRAID_CHECK(braid_device_check_host(a->call.sendbuf, a->what, "sendbuff"));
-    if (a->need & NEED_RECV)
-        BRAID_CHECK(braid_device_check_host(a->call.recvbuf, a->what, "recvbuff"));
+    }
+    if ((has_send && s.kind == BRAID_MEM_HOST) || (has_recv && r.kind == BRAID_MEM_HOST))
+        return braid_err(BRAID_ERR_INVALID, "%s: %s %p is device memory but %s %p is pageable "
+                         "host memory on rank %d: give both as device memory (or pinned "
+                         "host memory), or both as host memory", what,
+                         sdev ? "sendbuff" : "recvbuff", sdev ? sbuf : rbuf,
+                         sdev ? "recvbuff" : "sendbuff", sdev ? rbuf : sbuf, comm->rank);
+    if (sdev && rdev && s.ordinal != r.ordinal)
+        return braid_err(BRAID_ERR_INVALID, "%s: sendbuff is on device %d and recvbuff on "
+                         "device %d: one call uses one device", what, s.ordinal, r.ordinal);
+    int capturing = 0;
+    BRAID_CHECK(braid_device()->stream_capturing(stream, &capturing));
+    if (capturing)
+        return braid_err(BRAID_ERR_USAGE, "%s: the stream is being captured (CUDA graph): "
+                         "braid does not support stream capture; make the call outside the "
+                         "capture", what);
+    call->on_device = 1;
+    call->ordinal = sdev ? s.ordinal : r.ordinal;
+    call->stream = stream;
     return BRAID_OK;
+}
+
+static braid_status_t check_buffers(braid_comm_t *comm, coll_args_t *a)
+{
+    if (a->call.count == 0)
+        return BRAID_OK;
+    return buffers_place(comm, a->what, a->call.sendbuf, (a->need & NEED_SEND) != 0,
+                         a->call.recvbuf, (a->need & NEED_RECV) != 0, a->stream, &a->call);
 }
 
 static braid_status_t coll_run(braid_comm_t *comm, coll_args_t *a)
@@ -125,7 +170,7 @@ static braid_status_t coll_run(braid_comm_t *comm, coll_args_t *a)
     if (st >= 0)
         st = check_shape(comm, a);
     if (st >= 0)
-        st = check_host(comm, a);
+        st = check_buffers(comm, a);
     if (st >= 0 && a->call.count != 0)
         st = braid_enqueue(comm, &a->call);
     braid_comm_leave(comm);
@@ -151,10 +196,10 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream)
 {
-    (void)stream;
     coll_args_t a = { .what = "ncclAllReduce", .need = NEED_SEND | NEED_RECV,
                       .call = CALL(BRAID_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op,
                                    -1) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -162,12 +207,12 @@ BRAID_API_TWIN(ncclBroadcast);
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
     coll_args_t a = { .what = "ncclBroadcast", .has_root = 1,
                       .need = NEED_RECV | (is_root ? NEED_SEND : 0),
                       .call = CALL(BRAID_COLL_BROADCAST, sendbuff, recvbuff, count, datatype, -1,
                                    root) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -175,9 +220,9 @@ BRAID_API_TWIN(ncclBcast);
 ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                        cudaStream_t stream)
 {
-    (void)stream;
     coll_args_t a = { .what = "ncclBcast", .has_root = 1, .need = NEED_SEND | NEED_RECV,
                       .call = CALL(BRAID_COLL_BROADCAST, buff, buff, count, datatype, -1, root) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -185,12 +230,12 @@ BRAID_API_TWIN(ncclReduce);
 ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
     coll_args_t a = { .what = "ncclReduce", .has_root = 1,
                       .need = NEED_SEND | (is_root ? NEED_RECV : 0),
                       .call = CALL(BRAID_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op,
                                    root) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -198,10 +243,10 @@ BRAID_API_TWIN(ncclAllGather);
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     coll_args_t a = { .what = "ncclAllGather", .need = NEED_SEND | NEED_RECV,
                       .call = CALL(BRAID_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype,
                                    -1, -1) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -210,10 +255,10 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream)
 {
-    (void)stream;
     coll_args_t a = { .what = "ncclReduceScatter", .need = NEED_SEND | NEED_RECV,
                       .call = CALL(BRAID_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount,
                                    datatype, op, -1) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -221,10 +266,10 @@ BRAID_API_TWIN(ncclAlltoAll);
 ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     coll_args_t a = { .what = "ncclAlltoAll", .need = NEED_SEND | NEED_RECV,
                       .call = CALL(BRAID_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, -1,
                                    -1) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -232,12 +277,12 @@ BRAID_API_TWIN(ncclGather);
 ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                         int root, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
     coll_args_t a = { .what = "ncclGather", .has_root = 1,
                       .need = NEED_SEND | (is_root ? NEED_RECV : 0),
                       .call = CALL(BRAID_COLL_GATHER, sendbuff, recvbuff, count, datatype, -1,
                                    root) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -245,12 +290,12 @@ BRAID_API_TWIN(ncclScatter);
 ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     int is_root = comm != NULL && braid_comm_is_live(comm) && comm->rank == root;
     coll_args_t a = { .what = "ncclScatter", .has_root = 1,
                       .need = NEED_RECV | (is_root ? NEED_SEND : 0),
                       .call = CALL(BRAID_COLL_SCATTER, sendbuff, recvbuff, count, datatype, -1,
                                    root) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -258,9 +303,9 @@ BRAID_API_TWIN(ncclSend);
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     coll_args_t a = { .what = "ncclSend", .has_root = 1, .need = NEED_SEND,
                       .call = CALL(BRAID_COLL_SEND, sendbuff, NULL, count, datatype, -1, peer) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -268,9 +313,9 @@ BRAID_API_TWIN(ncclRecv);
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     coll_args_t a = { .what = "ncclRecv", .has_root = 1, .need = NEED_RECV,
                       .call = CALL(BRAID_COLL_RECV, NULL, recvbuff, count, datatype, -1, peer) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -280,10 +325,10 @@ BRAID_API_TWIN(ncclAllToAll);
 ncclResult_t ncclAllToAll(const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
 {
-    (void)stream;
     coll_args_t a = { .what = "ncclAllToAll", .need = NEED_SEND | NEED_RECV,
                       .call = CALL(BRAID_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, -1,
                                    -1) };
+    a.stream = stream;
     return coll(comm, &a);
 }
 
@@ -312,7 +357,7 @@ static braid_status_t check_v_side(const braid_comm_t *comm, const char *what, c
 
 static braid_status_t alltoallv(const void *sbuf, const size_t *scounts, const size_t *sdispls,
                                 void *rbuf, const size_t *rcounts, const size_t *rdispls,
-                                ncclDataType_t dt, braid_comm_t *comm)
+                                ncclDataType_t dt, braid_comm_t *comm, void *stream)
 {
     const char *what = "ncclAllToAllv";
     size_t ns = 0, nr = 0;
@@ -326,17 +371,14 @@ static braid_status_t alltoallv(const void *sbuf, const size_t *scounts, const s
         st = check_v_side(comm, what, "send", sbuf, scounts, sdispls, es, &ns);
     if (st == BRAID_OK)
         st = check_v_side(comm, what, "recv", rbuf, rcounts, rdispls, es, &nr);
-    if (st == BRAID_OK && comm->check_host_ptrs && ns > 0)
-        st = braid_device_check_host(sbuf, what, "sendbuff");
-    if (st == BRAID_OK && comm->check_host_ptrs && nr > 0)
-        st = braid_device_check_host(rbuf, what, "recvbuff");
-    if (st == BRAID_OK) {
-        braid_call_t call = { .kind = BRAID_COLL_ALLTOALLV, .sendbuf = sbuf, .recvbuf = rbuf,
-                              .count = ns + nr, .dtype = (braid_dtype_t)dt, .op = -1,
-                              .root = -1, .sendcounts = scounts, .sdispls = sdispls,
-                              .recvcounts = rcounts, .rdispls = rdispls };
+    braid_call_t call = { .kind = BRAID_COLL_ALLTOALLV, .sendbuf = sbuf, .recvbuf = rbuf,
+                          .count = ns + nr, .dtype = (braid_dtype_t)dt, .op = -1,
+                          .root = -1, .sendcounts = scounts, .sdispls = sdispls,
+                          .recvcounts = rcounts, .rdispls = rdispls };
+    if (st == BRAID_OK)
+        st = buffers_place(comm, what, sbuf, ns > 0, rbuf, nr > 0, stream, &call);
+    if (st == BRAID_OK)
         st = braid_enqueue(comm, &call);
-    }
     braid_comm_leave(comm);
     return st;
 }
@@ -346,9 +388,8 @@ ncclResult_t ncclAllToAllv(const void *sendbuff, const size_t sendcounts[], cons
                            void *recvbuff, const size_t recvcounts[], const size_t rdispls[],
                            ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
 {
-    (void)stream;
     braid_status_t st = alltoallv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
-                                  datatype, comm);
+                                  datatype, comm, stream);
     if (st < 0)
         braid_group_fail(st);
     return braid_api_result(st);
@@ -363,7 +404,6 @@ ncclResult_t mscclRunAlgo(const void *sendBuff, const size_t sendCounts[], const
                           mscclAlgoHandle_t mscclAlgoHandle, ncclComm_t comm, hipStream_t stream)
 {
     (void)sendCounts, (void)sDisPls, (void)recvCounts, (void)rDisPls, (void)root, (void)peer;
-    (void)stream;
     const braid_algo_t *algo = braid_usched_algo(mscclAlgoHandle);
     if (algo == NULL) {
         braid_status_t st = braid_err(BRAID_ERR_INVALID, "mscclRunAlgo: handle %d: no such "
@@ -377,5 +417,6 @@ ncclResult_t mscclRunAlgo(const void *sendBuff, const size_t sendCounts[], const
                       .call = CALL(kind, sendBuff, recvBuff, count, dataType,
                                    reduces ? (int)op : -1, -1) };
     a.call.algo = algo;
+    a.stream = stream;
     return coll(comm, &a);
 }

@@ -69,6 +69,9 @@ static const param_entry_t param_table[] = {
         "host kernel variant: auto, avx512, avx2 or generic"),
     [BRAID_P_HOST_PTR_CHECK] = P_STR("HOST_PTR_CHECK", NULL, "auto",
         "check that buffers are host memory: auto (when a GPU runtime is loaded), 1, 0"),
+    [BRAID_P_DEVICE] = P_STR("DEVICE", NULL, "auto",
+        "GPU backend: auto (CUDA's driver, else HIP, where one loads and sees a device), "
+        "cuda, hip, or host (device buffers are refused)"),
     [BRAID_P_CHECK_PEERS_MS] = P_INT("CHECK_PEERS_MS", NULL, "100", 1, 3600000,
         "milliseconds between liveness checks of peers while waiting"),
     [BRAID_P_NET] = P_STR("NET", "NCCL_NET", "",

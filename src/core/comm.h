@@ -65,6 +65,7 @@ struct ncclComm {
     size_t stream_min;                 /* BRAID_STREAM_MIN: stream outputs from this size */
     braid_premul_t *premuls;           /* ncclRedOpCreatePreMulSum handles */
     int npremuls;
+    struct braid_proxy *proxy;         /* device calls: their thread (core/proxy.c) */
 
     _Atomic int state;                 /* braid_comm_state_t */
     _Atomic int async_status;          /* braid_status_t of the last failure, or INPROGRESS */
@@ -75,6 +76,7 @@ struct ncclComm {
 };
 
 typedef struct ncclComm braid_comm_t;
+typedef struct braid_proxy braid_proxy_t;
 
 /* Everything needed to join a job; init runs it inline or on a thread. */
 typedef struct braid_comm_init_args {

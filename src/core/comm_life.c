@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/comm.h"
+#include "core/proxy.h"
 #include "base/log.h"
 
 typedef struct split_entry {
@@ -153,6 +154,7 @@ void braid_comm_free(braid_comm_t *comm, int abort)
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
+    braid_proxy_stop(comm);
     braid_tune_plugin_fini(&comm->tune);
     braid_comm_transports_teardown(comm, final);
     if (comm->bs != NULL)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/enqueue.h"
+#include "core/proxy.h"
 #include "base/log.h"
 
 typedef struct group_job {
@@ -53,7 +54,10 @@ static braid_status_t lower_redop(braid_comm_t *comm, const braid_call_t *call,
     }
     const braid_premul_t *pm = &comm->premuls[call->op - 5];
     r->premul = 1;
-    r->scalar = pm->ptr != NULL ? braid_scalar_load(call->dtype, pm->ptr) : pm->value;
+    if (pm->ptr != NULL && call->on_device)
+        r->scalar_dev = pm->ptr;        /* read by the proxy when the call starts */
+    else
+        r->scalar = pm->ptr != NULL ? braid_scalar_load(call->dtype, pm->ptr) : pm->value;
     return BRAID_OK;
 }
 
@@ -127,7 +131,7 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
         .recvcounts = call->recvcounts, .rdispls = call->rdispls,
         .topo = &comm->topo, .tune = &comm->tune, .force = call->algo,
     };
-    coll.pull = comm->tctx.pull;
+    coll.pull = call->on_device ? 0 : comm->tctx.pull;   /* pulls read host memory */
     coll.pull_min = comm->tctx.pull_min;
     braid_sched_init(&op->sched, braid_dtype_size(call->dtype));
     BRAID_CHECK(lower_redop(comm, call, &op->redop));
@@ -147,8 +151,11 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
     op->hooks = &braid_comm_exec_hooks;
     op->hook_ctx = comm;
     op->oversubscribed = comm->oversubscribed;
-    op->stream_out = !coll.in_place && comm->stream_min > 0 &&
+    op->stream_out = !coll.in_place && !call->on_device && comm->stream_min > 0 &&
                      call_out_bytes(comm, call) >= comm->stream_min;
+    op->on_device = call->on_device;
+    op->stream = call->stream;
+    op->ordinal = call->ordinal;
     op_header(comm, call, algo, op);
     return BRAID_OK;
 }
@@ -158,11 +165,9 @@ static int op_is_coll(const braid_op_t *op)
     return op->hdr.kind != BRAID_COLL_SEND && op->hdr.kind != BRAID_COLL_RECV;
 }
 
-/* Run operations together (one call, or a whole group), then release them (and free them
- * when they are the group's heap copies). */
-static braid_status_t ops_run(braid_op_t **ops, int n, int heap)
+braid_status_t braid_ops_run(braid_op_t **ops, int n, int heap, braid_status_t st0)
 {
-    braid_status_t st = BRAID_OK;
+    braid_status_t st = st0;
     for (int i = 0; i < n && st == BRAID_OK; i++) {
         st = braid_op_start(ops[i]);
         if (st == BRAID_OK && op_is_coll(ops[i]))
@@ -200,8 +205,8 @@ static braid_status_t group_push(void ***arr, int *len, int *cap, void *item)
 
 braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call)
 {
-    braid_op_t now, *op = &now;   /* a call outside a group runs from the stack */
-    if (group.depth > 0 && (op = malloc(sizeof(*op))) == NULL)
+    braid_op_t now, *op = &now;   /* a host call outside a group runs from the stack */
+    if ((group.depth > 0 || call->on_device) && (op = malloc(sizeof(*op))) == NULL)
         return braid_err(BRAID_ERR_NOMEM, "out of memory for a %s call",
                          braid_coll_name(call->kind));
     braid_op_clear(op);
@@ -215,7 +220,12 @@ braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call)
     /* the comm stays entered until the op has run: an abort waits for it */
     atomic_fetch_add(&comm->busy, 1);
     if (op == &now)
-        return ops_run(&op, 1, 0);
+        return braid_ops_run(&op, 1, 0, BRAID_OK);
+    if (group.depth == 0) {
+        braid_proxy_ticket_t t;
+        st = braid_proxy_submit(comm, call->ordinal, &op, 1, &t);
+        return st < 0 ? st : braid_proxy_join(&t);
+    }
     st = group_push((void ***)&group.ops, &group.nops, &group.cap, op);
     if (st < 0) {
         braid_comm_leave(comm);
@@ -341,6 +351,56 @@ static void group_release(void)
     group = (group_state_t){ 0 };
 }
 
+/*
+ * A group's ops: those of a communicator with a device call among them go to its proxy,
+ * as one job per communicator (in call order); the rest run here, together, once the
+ * proxies have theirs (a rank's proxy and its host calls progress side by side).
+ */
+static braid_status_t group_run(braid_op_t **ops, int n)
+{
+    braid_status_t st = BRAID_OK;
+    int nhost = 0, njobs = 0;
+    braid_op_t **mine = malloc((size_t)n * sizeof(*mine));
+    braid_proxy_ticket_t *tickets = malloc((size_t)n * sizeof(*tickets));
+    if (mine == NULL || tickets == NULL) {
+        free(mine);
+        free(tickets);
+        group_drop_ops();
+        return braid_err(BRAID_ERR_NOMEM, "out of memory running a group");
+    }
+    for (int i = 0; i < n; i++) {
+        braid_comm_t *comm = ops[i] != NULL ? ops[i]->hook_ctx : NULL;
+        int device = 0, ordinal = 0, k = 0;
+        for (int j = i; comm != NULL && j < n; j++)
+            if (ops[j] != NULL && ops[j]->hook_ctx == comm && ops[j]->on_device) {
+                device = 1;
+                ordinal = ops[j]->ordinal;
+            }
+        if (comm == NULL || !device) {
+            if (comm != NULL)
+                ops[nhost++] = ops[i];
+            continue;
+        }
+        for (int j = i; j < n; j++)
+            if (ops[j] != NULL && ops[j]->hook_ctx == comm) {
+                mine[k++] = ops[j];
+                ops[j] = NULL;
+            }
+        braid_status_t s = braid_proxy_submit(comm, ordinal, mine, k, &tickets[njobs++]);
+        if (s < 0 && st == BRAID_OK)
+            st = s;
+    }
+    for (int t = 0; t < njobs; t++) {
+        braid_status_t s = braid_proxy_join(&tickets[t]);
+        if (s < 0 && st == BRAID_OK)
+            st = s;
+    }
+    free(mine);
+    free(tickets);
+    braid_status_t sh = nhost > 0 ? braid_ops_run(ops, nhost, 1, BRAID_OK) : BRAID_OK;
+    return st < 0 ? st : sh;
+}
+
 braid_status_t braid_group_end(void)
 {
     if (--group.depth > 0)
@@ -349,7 +409,7 @@ braid_status_t braid_group_end(void)
     if (st < 0)
         group_drop_ops();
     else if (group.nops > 0)
-        st = ops_run(group.ops, group.nops, 1);
+        st = group_run(group.ops, group.nops);
     braid_status_t sj = group_wait_jobs();
     braid_status_t si = group_wait_inits();
     group_release();

@@ -21,11 +21,20 @@ typedef struct braid_call {
     int root;                   /* root, or the peer of send/recv; -1 when none */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;   /* alltoallv */
     const braid_algo_t *algo;   /* run this algorithm (mscclRunAlgo); NULL: the tuner's */
+    void *stream;               /* the caller's stream */
+    int on_device;              /* device buffers (of device `ordinal`): the call runs on
+                                 * the comm's proxy, ordered on `stream` */
+    int ordinal;
 } braid_call_t;
 
 /* Build the operation of a call and run it now, or queue it in the thread's group.
  * The caller has checked every argument and entered the comm. */
 braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call);
+
+/* Run entered operations together (one call, or a group's ops of host buffers), then
+ * finish and leave them (and free them when `heap`). st0 < 0: run nothing, fail them with
+ * it (the proxy, for a comm that went away). */
+braid_status_t braid_ops_run(braid_op_t **ops, int n, int heap, braid_status_t st0);
 
 int braid_group_depth(void);
 /* Inside a group: remember the first failure; the outermost end then runs nothing, undoes

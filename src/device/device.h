@@ -1,21 +1,142 @@
 /*
- * The device seam. This release runs on host memory only; what it needs from GPU runtimes
- * is to refuse, with a clear error, buffers the CPU cannot read (CUDA or HIP device memory)
- * instead of crashing on them. The HIP and CUDA backends of later releases plug in here.
+ * The device seam: GPU runtimes behind one ops table (DESIGN.md section 3).
+ *
+ * Backends: "cuda" (the CUDA driver, libcuda.so.1, every entry through cuGetProcAddress),
+ * "hip" (libamdhip64.so.7/.6/.5, reusing a copy the process already loaded) and "host" (no
+ * GPU: every pointer is host memory, nothing else is offered). Runtimes are dlopened at
+ * first need; libbraid links neither. braid_device() returns the backend in use: the first
+ * of cuda, hip whose runtime loads and sees a device, else host. BRAID_DEVICE=host|cuda|hip
+ * forces one (a forced backend that cannot load is an error, reported once).
+ *
+ * Streams, events and modules are the runtime's own handles (CUstream, hipStream_t, ...),
+ * passed as void *. A stream of NULL is the runtime's default stream. Every call made on a
+ * thread first binds that thread to the device (braid_device_bind), as the runtimes
+ * require a current device or context per thread.
  */
 #ifndef BRAID_DEVICE_DEVICE_H
 #define BRAID_DEVICE_DEVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/status.h"
 
-/* Whether calls should check their buffers: BRAID_HOST_PTR_CHECK=1, or =auto (the default)
- * and a CUDA or HIP runtime is loaded in this process. Evaluated at communicator init. */
-int braid_device_check_wanted(void);
+typedef enum {
+    BRAID_MEM_HOST = 0,      /* pageable host memory, or memory no runtime knows */
+    BRAID_MEM_PINNED,        /* page-locked host memory, mapped for the device */
+    BRAID_MEM_MANAGED,       /* managed (unified) memory */
+    BRAID_MEM_DEVICE,        /* device memory of device `ordinal` */
+} braid_mem_kind_t;
 
-/* BRAID_ERR_UNSUPPORTED naming `what` and `arg` unless the first byte at p can be read by
- * the CPU (one process_vm_readv of this process: device memory faults, host memory not). */
+typedef struct braid_ptr_info {
+    braid_mem_kind_t kind;
+    int ordinal;             /* device of DEVICE/MANAGED memory, else -1 */
+} braid_ptr_info_t;
+
+#define BRAID_IPC_HANDLE_BYTES 64
+typedef struct braid_ipc_handle {
+    char bytes[BRAID_IPC_HANDLE_BYTES];
+} braid_ipc_handle_t;
+
+typedef struct braid_device_ops {
+    const char *name;                                   /* "cuda", "hip", "host" */
+    /* Worth loading when not asked for by name (BRAID_DEVICE=auto): the process has the
+     * runtime already, or the machine has the vendor's GPU driver. */
+    int (*present)(void);
+    /* Load the runtime and count its devices (0 is not an error here). */
+    braid_status_t (*init)(int *ndev_p);
+    braid_status_t (*ptr_info)(const void *p, braid_ptr_info_t *info_p);
+    braid_status_t (*bind)(int ordinal);                /* this thread uses that device */
+    braid_status_t (*describe)(int ordinal, char *buf, size_t len);   /* name, arch */
+    braid_status_t (*mem_alloc)(size_t bytes, void **p_p);
+    braid_status_t (*mem_free)(void *p);
+    braid_status_t (*host_alloc)(size_t bytes, void **p_p);   /* pinned, device-mapped */
+    braid_status_t (*host_free)(void *p);
+    braid_status_t (*copy_async)(void *dst, const void *src, size_t bytes, void *stream);
+    braid_status_t (*memset_async)(void *dst, int byte, size_t bytes, void *stream);
+    braid_status_t (*stream_create)(void **stream_p);
+    braid_status_t (*stream_destroy)(void *stream);
+    braid_status_t (*stream_sync)(void *stream);
+    braid_status_t (*stream_capturing)(void *stream, int *yes_p);
+    braid_status_t (*event_create)(void **ev_p);
+    braid_status_t (*event_destroy)(void *ev);
+    braid_status_t (*event_record)(void *ev, void *stream);
+    braid_status_t (*event_query)(void *ev);            /* OK: done; INPROGRESS: not yet */
+    braid_status_t (*stream_wait_event)(void *stream, void *ev);
+    /* The stream waits until (int32_t)(*word - value) >= 0; `word` is in host_alloc memory. */
+    braid_status_t (*stream_wait_word)(void *stream, uint32_t *word, uint32_t value);
+    braid_status_t (*stream_write_word)(void *stream, uint32_t *word, uint32_t value);
+    braid_status_t (*ipc_get)(void *p, braid_ipc_handle_t *h_p);
+    braid_status_t (*ipc_open)(const braid_ipc_handle_t *h, void **p_p);
+    braid_status_t (*ipc_close)(void *p);
+    /* Load braid's kernels for the bound device (device/kernels.c picks the image). */
+    braid_status_t (*module_load)(const void *image, size_t size, void **mod_p);
+    braid_status_t (*module_function)(void *mod, const char *name, void **fn_p);
+    braid_status_t (*launch)(void *fn, unsigned grid, unsigned block, void *arg,
+                             size_t arg_bytes, void *stream);
+    /* Compile kernel source at run time for the bound device (hiprtc); NULL where the
+     * runtime has no such path (CUDA JITs the PTX embedded in its image instead). */
+    braid_status_t (*compile)(const char *source, void **image_p, size_t *size_p);
+} braid_device_ops_t;
+
+extern const braid_device_ops_t braid_device_host;
+extern const braid_device_ops_t braid_device_cuda;
+extern const braid_device_ops_t braid_device_hip;
+
+/* The backend in use (initialised on first call; never NULL: host when no GPU). */
+const braid_device_ops_t *braid_device(void);
+/* Devices the backend sees (0 for host). */
+int braid_device_count(void);
+
+/* What p is. Host backend, or a pointer no runtime knows: BRAID_MEM_HOST. */
+braid_status_t braid_device_ptr(const void *p, braid_ptr_info_t *info_p);
+braid_status_t braid_device_bind(int ordinal);
+
+/*
+ * Host-buffer calls on a machine where a runtime is loaded but braid has no backend for
+ * it (or BRAID_DEVICE=host): whether calls check that buffers are CPU-readable
+ * (BRAID_HOST_PTR_CHECK=1, or =auto and a GPU runtime is loaded), and that check.
+ */
+int braid_device_check_wanted(void);
 braid_status_t braid_device_check_host(const void *p, const char *what, const char *arg);
+
+/*
+ * Running schedules on device buffers: the executor's slice computation as kernels on an
+ * internal stream (src/device/exec.c). One braid_device_exec_t per proxy thread.
+ */
+typedef struct braid_device_exec braid_device_exec_t;
+
+/* `slice_bytes`: the largest slice the executor moves through a slot (the slot size). */
+braid_status_t braid_device_exec_create(int ordinal, size_t slice_bytes,
+                                        braid_device_exec_t **dx_p);
+void braid_device_exec_destroy(braid_device_exec_t *dx);
+
+/* One slice of a step (src/exec/exec.c's slice_compute with device buffers):
+ *     value = in OP pre(src)   (in and src, reduce)     value = in       (in only)
+ *     value = pre(src)         (src only, pre set)      value = src      (src only)
+ *     value /= postdiv when postdiv > 1
+ * stored to dst (device memory) and/or out (host memory: a transport slot). `in` is host
+ * memory (a slot), src device memory. Returns once every output is written. */
+typedef struct braid_device_slice {
+    void *out, *dst;
+    const void *in, *src;
+    size_t bytes, count;             /* count: elements of dtype */
+    int dtype, op;                   /* braid_dtype_t, braid_opkind_t */
+    int reduce;                      /* combine in with src (else in, or src alone) */
+    const void *premul;              /* braid_scalar_t applied to src, or NULL */
+    uint64_t postdiv;
+} braid_device_slice_t;
+
+braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_device_slice_t *s);
+/* Copy device memory to the host, on the executor's stream, and wait for it. */
+braid_status_t braid_device_exec_read(braid_device_exec_t *dx, void *dst, const void *src,
+                                      size_t bytes);
+/* Device memory for an op's scratch buffer, and its release (kept for the next op: freeing
+ * device memory waits for the whole device). */
+braid_status_t braid_device_exec_alloc(braid_device_exec_t *dx, size_t bytes, void **p_p);
+void braid_device_exec_free(braid_device_exec_t *dx, void *p);
+
+/* The embedded kernel images, and which one each device loaded (braid-info). */
+void braid_device_report(void (*line)(void *arg, const char *text), void *arg);
 
 #endif

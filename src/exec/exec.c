@@ -91,6 +91,9 @@ static void tickets_free(braid_op_t *op)
 static braid_status_t op_alloc(braid_op_t *op)
 {
     BRAID_CHECK(braid_exec_pull_prepare(op));
+    if (op->sched.scratch_bytes && op->dev != NULL)
+        return braid_device_exec_alloc(op->dev, op->sched.scratch_bytes,
+                                       &op->bufs[BRAID_BUF_SCRATCH]);
     if (op->sched.scratch_bytes) {
         op->bufs[BRAID_BUF_SCRATCH] = malloc(op->sched.scratch_bytes);
         if (op->bufs[BRAID_BUF_SCRATCH] == NULL)
@@ -102,7 +105,9 @@ static braid_status_t op_alloc(braid_op_t *op)
 
 static void op_free_bufs(braid_op_t *op)
 {
-    if (op->sched.scratch_bytes)
+    if (op->sched.scratch_bytes && op->dev != NULL)
+        braid_device_exec_free(op->dev, op->bufs[BRAID_BUF_SCRATCH]);
+    else if (op->sched.scratch_bytes)
         free(op->bufs[BRAID_BUF_SCRATCH]);
     op->bufs[BRAID_BUF_SCRATCH] = NULL;
     braid_exec_pull_release(op);
@@ -288,13 +293,33 @@ static void slice_compute(const braid_op_t *op, const braid_step_t *st, void *ou
  */
 #define EXEC_BLOCK (16 * 1024)
 
-static void slice_run(const braid_op_t *op, const braid_step_t *st, char *out, char *dst,
-                      const char *in, const char *src, size_t len)
+/* The same computation with device buffers: kernels on the op's device (dst and src are
+ * device memory, in and out host memory). */
+static braid_status_t slice_device(const braid_op_t *op, const braid_step_t *st, char *out,
+                                   char *dst, const char *in, const char *src, size_t len)
 {
+    const braid_redop_spec_t *r = &op->redop;
+    int reduce = (st->flags & BRAID_STEP_REDUCE) != 0;
+    int own = reduce && !(st->flags & BRAID_STEP_ACC);
+    braid_device_slice_t s = {
+        .out = out, .dst = dst, .in = in, .src = src, .bytes = len,
+        .count = len / op->sched.align, .dtype = op->dtype, .op = r->kind,
+        .reduce = reduce && in != NULL && src != NULL,
+        .premul = own && r->premul ? &r->scalar : NULL,
+        .postdiv = (st->flags & BRAID_STEP_FINAL) ? r->postdiv : 0,
+    };
+    return braid_device_exec_slice(op->dev, &s);
+}
+
+static braid_status_t slice_run(const braid_op_t *op, const braid_step_t *st, char *out,
+                                char *dst, const char *in, const char *src, size_t len)
+{
+    if (op->dev != NULL)
+        return slice_device(op, st, out, dst, in, src, len);
     if (out == NULL || dst == NULL) {
         slice_compute(op, st, out != NULL ? out : dst, in, src, len,
                       out == NULL && op->stream_out);
-        return;
+        return BRAID_OK;
     }
     for (size_t o = 0; o < len; o += EXEC_BLOCK) {
         size_t b = len - o < EXEC_BLOCK ? len - o : EXEC_BLOCK;
@@ -305,6 +330,7 @@ static void slice_run(const braid_op_t *op, const braid_step_t *st, char *out, c
         else
             memcpy(dst + o, out + o, b);
     }
+    return BRAID_OK;
 }
 
 /* Move slice `iter` of one step: INPROGRESS if a slot is not ready yet. */
@@ -355,7 +381,7 @@ static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
     }
     char *dst = ref_ptr(op, st->dst, off);
     if (out != NULL || dst != NULL)     /* else a token: received and dropped */
-        slice_run(op, st, out, dst, in, ref_ptr(op, st->src, off), len);
+        BRAID_CHECK(slice_run(op, st, out, dst, in, ref_ptr(op, st->src, off), len));
     if (sc != NULL)
         BRAID_CHECK(braid_conn_send_commit(sc, len, &op->hdr));
     if (rc != NULL)

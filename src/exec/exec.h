@@ -20,6 +20,7 @@
 
 #include "exec/sched.h"
 #include "base/time.h"
+#include "device/device.h"
 #include "kernels/kernels.h"
 #include "transports/transport.h"
 
@@ -29,6 +30,8 @@ typedef struct braid_redop_spec {
     int premul;                 /* pre-multiply this rank's contributions by scalar */
     braid_scalar_t scalar;
     uint64_t postdiv;           /* > 1: divide final values by it (integer ncclAvg) */
+    const void *scalar_dev;     /* device memory: scalar is read from here when the op
+                                 * starts (a device-resident ncclPreMulSum scalar) */
 } braid_redop_spec_t;
 
 struct braid_op;
@@ -69,6 +72,11 @@ typedef struct braid_op {
     int stream_out;                 /* write destinations with non-temporal stores */
     int pull_cma;                   /* pull with cross-memory attach even from this process
                                      * (tests: exercises that path in one process) */
+    int on_device;                  /* the buffers are device memory: the op runs on the
+                                     * proxy (src/core/proxy.c), ordered on `stream` */
+    void *stream;
+    int ordinal;                    /* the device of the buffers */
+    braid_device_exec_t *dev;       /* set by the proxy: slices run as kernels there */
 
     /* Executor state. */
     uint64_t *tickets;              /* [2 * nranks]: send tickets, then receive tickets */

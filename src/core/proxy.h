@@ -1,0 +1,34 @@
+/*
+ * The per-communicator proxy thread that runs calls on device buffers in the order of the
+ * caller's streams (src/core/proxy.c).
+ */
+#ifndef BRAID_CORE_PROXY_H
+#define BRAID_CORE_PROXY_H
+
+#include "core/comm.h"
+
+#define BRAID_PROXY_MAX_STREAMS 16
+
+/* A queued job, for the second half of a submission: the caller's streams wait for it. */
+typedef struct braid_proxy_ticket {
+    braid_comm_t *comm;
+    uint32_t target;
+    void *streams[BRAID_PROXY_MAX_STREAMS];
+    int nstreams;
+} braid_proxy_ticket_t;
+
+/* Queue ops of one communicator (heap ops, entered; a call or a group's) for its proxy on
+ * device `ordinal` (started at the first call), after an event recorded now on each of
+ * their streams. The proxy runs, finishes and frees the ops; on an error the ops are
+ * failed and freed here or by the proxy: the caller must not touch them. */
+braid_status_t braid_proxy_submit(braid_comm_t *comm, int ordinal, braid_op_t **ops, int n,
+                                  braid_proxy_ticket_t *t);
+/* The ticket's streams wait until the proxy has run its job. Separate from the submission,
+ * so that a group records the events of every communicator before any stream waits (one
+ * thread driving several ranks on one stream would otherwise wait for itself). */
+braid_status_t braid_proxy_join(const braid_proxy_ticket_t *t);
+/* Run what is queued (or drop it, once the comm failed or was aborted) and end the
+ * thread. The comm's busy count is 0, so nothing is queued any more. */
+void braid_proxy_stop(braid_comm_t *comm);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * Which backend is in use: BRAID_DEVICE, else the first of cuda, hip whose runtime loads and
+ * sees a device, else host. Chosen once per process, at the first call that needs it.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/param.h"
+#include "device/device.h"
+
+static const braid_device_ops_t *const backends[] = { &braid_device_cuda, &braid_device_hip };
+
+static const braid_device_ops_t *dev_ops = &braid_device_host;
+static int dev_count;
+static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
+
+static int try_backend(const braid_device_ops_t *ops, int forced)
+{
+    int n = 0;
+    braid_status_t st = ops->init(&n);
+    if (st < 0 || n == 0) {
+        if (forced)
+            BRAID_WARN("BRAID_DEVICE=%s: %s; device buffers are refused", ops->name,
+                       st < 0 ? braid_err_last() : "the runtime sees no device");
+        return 0;
+    }
+    dev_ops = ops;
+    dev_count = n;
+    BRAID_INFO(BRAID_SUB_INIT, "device backend %s: %d device%s", ops->name, n, n == 1 ? "" : "s");
+    return 1;
+}
+
+static void choose(void)
+{
+    const char *want = braid_param_str(BRAID_P_DEVICE);
+    if (strcmp(want, "host") == 0)
+        return;
+    for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+        int forced = strcmp(want, backends[i]->name) == 0;
+        int automatic = strcmp(want, "auto") == 0 && backends[i]->present();
+        if ((forced || automatic) && try_backend(backends[i], forced))
+            return;
+    }
+}
+
+const braid_device_ops_t *braid_device(void)
+{
+    pthread_once(&dev_once, choose);
+    return dev_ops;
+}
+
+int braid_device_count(void)
+{
+    pthread_once(&dev_once, choose);
+    return dev_count;
+}
+
+braid_status_t braid_device_ptr(const void *p, braid_ptr_info_t *info_p)
+{
+    return braid_device()->ptr_info(p, info_p);
+}
+
+braid_status_t braid_device_bind(int ordinal)
+{
+    return braid_device()->bind(ordinal);
+}

@@ -1,0 +1,279 @@
+/*
+ * Running the executor's slices on a device: braid's kernels (kernels/gpu) loaded once per
+ * device, launched on an internal stream of the proxy that runs the schedule.
+ *
+ * A slice reads a transport slot (host memory) and the call's buffers (device memory) and
+ * writes either or both. Slots are copied through two device bounce buffers, so any host
+ * memory works as a slot (a slot mapped for the device would save those copies: the later
+ * step of issue 19's successors). The slice returns once its outputs are written, because
+ * the executor commits the slot right after.
+ *
+ * Kernel images, tried in the table's order for the backend: CUDA loads its fatbin (the
+ * driver picks the cubin or JITs the PTX) or, on braid's emulated driver, the emu image;
+ * HIP loads its code-object bundle, else compiles the embedded source with hiprtc.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "device/device.h"
+#include "kernels/gpu/images.h"
+#include "kernels/gpu/kargs.h"
+
+#define DEV_MAX 64
+#define DEV_BLOCK 256
+#define DEV_GRID_MAX 1024
+
+typedef struct dev_kernels {
+    void *reduce, *copy;
+    const char *image;          /* which image loaded: "cuda sm_80 ...", "hip (hiprtc)" */
+} dev_kernels_t;
+
+/*
+ * Device memory is allocated once and kept: freeing it (cuMemFree, hipFree) waits for the
+ * whole device, including a caller's stream that waits for this very proxy.
+ */
+#define DEV_SCRATCH_MAX 16
+
+typedef struct dev_scratch {
+    void *p;
+    size_t bytes;
+    int used;
+} dev_scratch_t;
+
+struct braid_device_exec {
+    const braid_device_ops_t *ops;
+    int ordinal;
+    void *stream;
+    dev_kernels_t *k;
+    char *bounce_in, *bounce_out;   /* device memory, bounce_bytes each */
+    size_t bounce_bytes;
+    dev_scratch_t scratch[DEV_SCRATCH_MAX];
+};
+
+static dev_kernels_t dev_kernels[DEV_MAX];
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int image_for(const braid_device_ops_t *ops, const braid_gpu_image_t *img)
+{
+    if (strcmp(ops->name, "cuda") == 0)
+        return strcmp(img->kind, "cuda") == 0 || strcmp(img->kind, "emu") == 0;
+    return strcmp(ops->name, "hip") == 0 && strcmp(img->kind, "hip") == 0;
+}
+
+static braid_status_t kernels_find(const braid_device_ops_t *ops, void *mod, dev_kernels_t *k)
+{
+    BRAID_CHECK(ops->module_function(mod, BRAID_KERNEL_REDUCE, &k->reduce));
+    return ops->module_function(mod, BRAID_KERNEL_COPY, &k->copy);
+}
+
+/* Load braid's kernels on the bound device: the first embedded image it accepts. */
+static braid_status_t kernels_load(const braid_device_ops_t *ops, dev_kernels_t *k)
+{
+    void *mod = NULL;
+    for (int i = 0; i < braid_gpu_nimages; i++) {
+        const braid_gpu_image_t *img = &braid_gpu_images[i];
+        if (!image_for(ops, img))
+            continue;
+        braid_status_t st = ops->module_load(img->data, img->size, &mod);
+        if (st == BRAID_ERR_UNSUPPORTED)
+            continue;
+        BRAID_CHECK(st);
+        k->image = img->kind;
+        return kernels_find(ops, mod, k);
+    }
+    if (ops->compile != NULL && braid_gpu_hip_source[0] != '\0') {
+        void *image;
+        size_t size;
+        BRAID_CHECK(ops->compile(braid_gpu_hip_source, &image, &size));
+        braid_status_t st = ops->module_load(image, size, &mod);
+        free(image);
+        BRAID_CHECK(st);
+        k->image = "hip (compiled at run time)";
+        return kernels_find(ops, mod, k);
+    }
+    return braid_err(BRAID_ERR_UNSUPPORTED, "%s: no kernel image embedded in braid runs on "
+                     "this device (braid-info lists them; rebuild with --with-gpu-archs "
+                     "naming its arch)", ops->name);
+}
+
+static braid_status_t kernels_get(const braid_device_ops_t *ops, int ordinal,
+                                  dev_kernels_t **k_p)
+{
+    if (ordinal < 0 || ordinal >= DEV_MAX)
+        return braid_err(BRAID_ERR_INVALID, "device %d is out of range", ordinal);
+    braid_status_t st = BRAID_OK;
+    pthread_mutex_lock(&dev_lock);
+    dev_kernels_t *k = &dev_kernels[ordinal];
+    if (k->reduce == NULL)
+        st = kernels_load(ops, k);
+    pthread_mutex_unlock(&dev_lock);
+    *k_p = k;
+    return st;
+}
+
+braid_status_t braid_device_exec_create(int ordinal, size_t slice_bytes,
+                                        braid_device_exec_t **dx_p)
+{
+    const braid_device_ops_t *ops = braid_device();
+    braid_device_exec_t *dx = calloc(1, sizeof(*dx));
+    if (dx == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "out of memory for a device executor");
+    dx->ops = ops;
+    dx->ordinal = ordinal;
+    braid_status_t st;
+    BRAID_CHECK_GOTO(st, ops->bind(ordinal), out_free);
+    BRAID_CHECK_GOTO(st, kernels_get(ops, ordinal, &dx->k), out_free);
+    BRAID_CHECK_GOTO(st, ops->mem_alloc(slice_bytes, (void **)&dx->bounce_in), out_free);
+    BRAID_CHECK_GOTO(st, ops->mem_alloc(slice_bytes, (void **)&dx->bounce_out), out_bounce);
+    dx->bounce_bytes = slice_bytes;
+    BRAID_CHECK_GOTO(st, ops->stream_create(&dx->stream), out_bounces);
+    *dx_p = dx;
+    return BRAID_OK;
+out_bounces:
+    ops->mem_free(dx->bounce_out);
+out_bounce:
+    ops->mem_free(dx->bounce_in);
+out_free:
+    free(dx);
+    return st;
+}
+
+void braid_device_exec_destroy(braid_device_exec_t *dx)
+{
+    if (dx == NULL)
+        return;
+    dx->ops->stream_sync(dx->stream);
+    dx->ops->stream_destroy(dx->stream);
+    dx->ops->mem_free(dx->bounce_in);
+    dx->ops->mem_free(dx->bounce_out);
+    for (int i = 0; i < DEV_SCRATCH_MAX; i++)
+        if (dx->scratch[i].p != NULL)
+            dx->ops->mem_free(dx->scratch[i].p);
+    free(dx);
+}
+
+braid_status_t braid_device_exec_read(braid_device_exec_t *dx, void *dst, const void *src,
+                                      size_t bytes)
+{
+    BRAID_CHECK(dx->ops->copy_async(dst, src, bytes, dx->stream));
+    return dx->ops->stream_sync(dx->stream);
+}
+
+/* A kept buffer of at least `bytes`: the smallest free one that fits, else a new one. */
+braid_status_t braid_device_exec_alloc(braid_device_exec_t *dx, size_t bytes, void **p_p)
+{
+    dev_scratch_t *best = NULL, *empty = NULL;
+    for (int i = 0; i < DEV_SCRATCH_MAX; i++) {
+        dev_scratch_t *sc = &dx->scratch[i];
+        if (sc->p == NULL && empty == NULL)
+            empty = sc;
+        if (sc->p != NULL && !sc->used && sc->bytes >= bytes &&
+            (best == NULL || sc->bytes < best->bytes))
+            best = sc;
+    }
+    if (best == NULL && empty == NULL)
+        return braid_err(BRAID_ERR_USAGE, "more than %d device scratch buffers in use at "
+                         "once (a group of that many collectives on one communicator)",
+                         DEV_SCRATCH_MAX);
+    if (best == NULL) {
+        BRAID_CHECK(dx->ops->mem_alloc(bytes, &empty->p));
+        empty->bytes = bytes;
+        best = empty;
+    }
+    best->used = 1;
+    *p_p = best->p;
+    return BRAID_OK;
+}
+
+void braid_device_exec_free(braid_device_exec_t *dx, void *p)
+{
+    for (int i = 0; i < DEV_SCRATCH_MAX; i++)
+        if (dx->scratch[i].p == p && p != NULL)
+            dx->scratch[i].used = 0;
+}
+
+static braid_status_t launch(braid_device_exec_t *dx, void *fn, braid_kargs_t *a,
+                             size_t units)
+{
+    size_t per_block = (size_t)DEV_BLOCK * 4;
+    size_t grid = (units + per_block - 1) / per_block;
+    grid = grid < 1 ? 1 : grid > DEV_GRID_MAX ? DEV_GRID_MAX : grid;
+    return dx->ops->launch(fn, (unsigned)grid, DEV_BLOCK, a, sizeof(*a), dx->stream);
+}
+
+/* The kernel that computes the slice's value from `in` (device copy of the slot, or NULL)
+ * and src into a->out[]. Nothing to do when the value is src itself, already in place. */
+static braid_status_t slice_kernel(braid_device_exec_t *dx, const braid_device_slice_t *s,
+                                   const void *in, braid_kargs_t *a)
+{
+    a->dtype = s->dtype;
+    a->op = s->op;
+    a->postdiv = s->postdiv;
+    if (s->premul != NULL)
+        memcpy(&a->premul, s->premul, sizeof(a->premul));
+    if (in != NULL && s->reduce) {
+        a->in[0] = in;
+        a->in[1] = s->src;
+        a->nin = 2;
+        a->premul_mask = s->premul != NULL ? 2u : 0u;
+    } else {
+        a->in[0] = in != NULL ? in : s->src;
+        a->nin = 1;
+        a->premul_mask = in == NULL && s->premul != NULL ? 1u : 0u;
+    }
+    a->count = s->count;
+    if (a->nin == 1 && a->premul_mask == 0 && s->postdiv <= 1) {
+        if (a->in[0] == a->out[0] && a->out[1] == NULL)
+            return BRAID_OK;
+        a->count = s->bytes;
+        return launch(dx, dx->k->copy, a, s->bytes / 16 + 1);
+    }
+    return launch(dx, dx->k->reduce, a, s->count);
+}
+
+braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_device_slice_t *s)
+{
+    const braid_device_ops_t *ops = dx->ops;
+    braid_kargs_t a;
+    memset(&a, 0, sizeof(a));
+    if ((s->in != NULL || s->out != NULL) && s->bytes > dx->bounce_bytes)
+        return braid_err(BRAID_ERR_INTERNAL, "a %zu-byte slice is larger than the %zu-byte "
+                         "device bounce buffers", s->bytes, dx->bounce_bytes);
+    if (s->in != NULL)
+        BRAID_CHECK(ops->copy_async(dx->bounce_in, s->in, s->bytes, dx->stream));
+    a.out[0] = s->dst != NULL ? s->dst : dx->bounce_out;
+    a.out[1] = s->dst != NULL && s->out != NULL ? dx->bounce_out : NULL;
+    BRAID_CHECK(slice_kernel(dx, s, s->in != NULL ? dx->bounce_in : NULL, &a));
+    if (s->out != NULL)
+        BRAID_CHECK(ops->copy_async(s->out, dx->bounce_out, s->bytes, dx->stream));
+    return ops->stream_sync(dx->stream);
+}
+
+void braid_device_report(void (*line)(void *arg, const char *text), void *arg)
+{
+    char buf[512];
+    const braid_device_ops_t *ops = braid_device();
+    for (int i = 0; i < braid_gpu_nimages; i++) {
+        snprintf(buf, sizeof(buf), "kernel image %s: %s (%zu bytes)", braid_gpu_images[i].kind,
+                 braid_gpu_images[i].archs, braid_gpu_images[i].size);
+        line(arg, buf);
+    }
+    snprintf(buf, sizeof(buf), "kernel source for run-time compiles: %s",
+             braid_gpu_hip_source[0] != '\0' ? "embedded" : "none");
+    line(arg, buf);
+    snprintf(buf, sizeof(buf), "device backend: %s, %d device%s", ops->name,
+             braid_device_count(), braid_device_count() == 1 ? "" : "s");
+    line(arg, buf);
+    for (int d = 0; d < braid_device_count() && d < DEV_MAX; d++) {
+        char desc[256] = "";
+        dev_kernels_t *k = NULL;
+        if (ops->bind(d) < 0 || ops->describe(d, desc, sizeof(desc)) < 0)
+            snprintf(desc, sizeof(desc), "(cannot query: %s)", braid_err_last());
+        const char *img = kernels_get(ops, d, &k) == BRAID_OK ? k->image : braid_err_last();
+        snprintf(buf, sizeof(buf), "device %d: %s; kernels: %s", d, desc, img);
+        line(arg, buf);
+    }
+}
