@@ -24,11 +24,11 @@ static void all_gather_fill(const perf_data_t *d, const perf_sizes_t *s, int ran
 
 static ncclResult_t all_gather_run(const void *send, void *recv, size_t count,
                                    ncclDataType_t dt, ncclRedOp_t op, int root,
-                                   ncclComm_t comm)
+                                   ncclComm_t comm, cudaStream_t stream)
 {
     (void)op;
     (void)root;
-    return ncclAllGather(send, recv, count, dt, comm, NULL);
+    return ncclAllGather(send, recv, count, dt, comm, stream);
 }
 
 static const perf_coll_t all_gather_coll = {

@@ -26,10 +26,10 @@ static void all_reduce_fill(const perf_data_t *d, const perf_sizes_t *s, int ran
 
 static ncclResult_t all_reduce_run(const void *send, void *recv, size_t count,
                                    ncclDataType_t dt, ncclRedOp_t op, int root,
-                                   ncclComm_t comm)
+                                   ncclComm_t comm, cudaStream_t stream)
 {
     (void)root;
-    return ncclAllReduce(send, recv, count, dt, op, comm, NULL);
+    return ncclAllReduce(send, recv, count, dt, op, comm, stream);
 }
 
 static const perf_coll_t all_reduce_coll = {

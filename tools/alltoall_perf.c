@@ -35,11 +35,11 @@ static void alltoall_fill(const perf_data_t *d, const perf_sizes_t *s, int rank,
 }
 
 static ncclResult_t alltoall_run(const void *send, void *recv, size_t count, ncclDataType_t dt,
-                                 ncclRedOp_t op, int root, ncclComm_t comm)
+                                 ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
     (void)op;
     (void)root;
-    return ncclAlltoAll(send, recv, count, dt, comm, NULL);
+    return ncclAlltoAll(send, recv, count, dt, comm, stream);
 }
 
 static const perf_coll_t alltoall_coll = {

@@ -20,6 +20,7 @@
 #include "algorithms/tune.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "device/device.h"
 #include "kernels/kernels.h"
 #include "topo/topo.h"
 
@@ -40,8 +41,9 @@ static void info_usage(FILE *out, const char *prog)
 {
     fprintf(out,
             "usage: %s [-c] [-a] [-l K,K,...] [-h]\n"
-            "  Print braid's version, build configuration, host kernel variant, this host's\n"
-            "  topology and parameters (BRAID_* / NCCL_* environment variables).\n"
+            "  Print braid's version, build configuration, host kernel variant, GPU kernel\n"
+            "  images and devices, this host's topology and parameters (BRAID_* / NCCL_*\n"
+            "  environment variables).\n"
             "  -c  print only the parameters\n"
             "  -l  also print a layout of ranks on hosts, K ranks on each (at most %d ranks),\n"
             "      and the algorithm the tuner picks there per collective and size\n"
@@ -58,6 +60,18 @@ static void info_build_print(FILE *out)
     fprintf(out, "  cflags:    %s\n", BRAID_BUILD_CFLAGS);
     fprintf(out, "  configure: %s\n", BRAID_BUILD_CONFIG);
     fprintf(out, "host kernels: %s\n", braid_kern_isa());
+}
+
+static void info_gpu_line(void *arg, const char *text)
+{
+    fprintf((FILE *)arg, "  %s\n", text);
+}
+
+/* The GPU kernel images embedded in this build, the device backend and its devices. */
+static void info_gpu_print(FILE *out)
+{
+    fprintf(out, "gpu:\n");
+    braid_device_report(info_gpu_line, out);
 }
 
 /* "  NICs on PCI: 2 (eth0 (PCI ...), ib0)" */
@@ -233,6 +247,7 @@ int main(int argc, char **argv)
     }
     if (!only_params) {
         info_build_print(stdout);
+        info_gpu_print(stdout);
         info_topo_print(stdout);
         if (layout != NULL && !info_layout_print(stdout, layout))
             return 2;

@@ -22,10 +22,11 @@ static void broadcast_fill(const perf_data_t *d, const perf_sizes_t *s, int rank
 }
 
 static ncclResult_t broadcast_run(const void *send, void *recv, size_t count,
-                                  ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm)
+                                  ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm,
+                                  cudaStream_t stream)
 {
     (void)op;
-    return ncclBroadcast(send, recv, count, dt, root, comm, NULL);
+    return ncclBroadcast(send, recv, count, dt, root, comm, stream);
 }
 
 static const perf_coll_t broadcast_coll = {

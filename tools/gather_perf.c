@@ -24,10 +24,10 @@ static void gather_fill(const perf_data_t *d, const perf_sizes_t *s, int rank, v
 }
 
 static ncclResult_t gather_run(const void *send, void *recv, size_t count, ncclDataType_t dt,
-                               ncclRedOp_t op, int root, ncclComm_t comm)
+                               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
     (void)op;
-    return ncclGather(send, recv, count, dt, root, comm, NULL);
+    return ncclGather(send, recv, count, dt, root, comm, stream);
 }
 
 static const perf_coll_t gather_coll = {

@@ -27,7 +27,7 @@ static const struct option perf_longopts[] = {
     { "cudagraph", required_argument, 0, 'G' },  { "report_cputime", required_argument, 0, 'C' },
     { "average", required_argument, 0, 'a' },    { "local_register", required_argument, 0, 'R' },
     { "output_file", required_argument, 0, 'J' }, { "help", no_argument, 0, 'h' },
-    { "selftest", no_argument, 0, 'S' },
+    { "host-buffers", no_argument, 0, 'H' },     { "selftest", no_argument, 0, 'S' },
     { 0, 0, 0, 0 }
 };
 
@@ -55,11 +55,14 @@ static void perf_usage(const perf_cli_t *cli, FILE *out)
     if (cli->quiet)
         return;
     fprintf(out,
-        "usage: %s [options]    (nccl-tests flags; buffers are host memory)\n"
+        "usage: %s [options]    (nccl-tests flags)\n"
+        "  Buffers are device memory, with a stream per rank, where the CUDA driver\n"
+        "  (libcuda.so.1) loads and has a device: a rank takes device (local rank * -t\n"
+        "  + thread) mod the device count. Otherwise, or with -H, host memory.\n"
         "  -t,--nthreads N        ranks run as threads of this process (default 1); with a\n"
         "                         launcher (braidrun, torchrun, mpirun, srun) each process\n"
         "                         adds N ranks and NCCL_COMM_ID=host:port must be set\n"
-        "  -g,--ngpus N           must be 1: each rank drives one host-memory buffer set\n"
+        "  -g,--ngpus N           must be 1: each rank drives one device (or host buffers)\n"
         "  -b,--minbytes SIZE     smallest size, with K/M/G suffix (default 32M)\n"
         "  -e,--maxbytes SIZE     largest size (default 32M)\n"
         "  -i,--stepbytes SIZE    increment when -f is 1 (default 1M)\n"
@@ -76,14 +79,16 @@ static void perf_usage(const perf_cli_t *cli, FILE *out)
         "  -r,--root N            root rank of rooted collectives, -1 = each rank in turn\n"
         "                         (default 0)\n"
         "  -z,--blocking 0/1/2    1: barrier after every call (or -m group); 2 = 0 on host\n"
-        "  -y,--stream_null 0/1   accepted; host calls take no stream\n"
+        "  -y,--stream_null 0/1   1: device calls on the NULL stream, not the rank's own\n"
+        "                         (host buffers: no stream either way)\n"
         "  -T,--timeout SECONDS   fail a call that takes longer (default 0: none)\n"
-        "  -G,--cudagraph N       must be 0: CUDA graphs need GPU streams\n"
+        "  -G,--cudagraph N       must be 0: braid does not support CUDA graph capture\n"
         "  -C,--report_cputime 0/1  label times 'cputime' (host calls: the same value)\n"
         "  -a,--average 0/1/2/3   time reported: rank 0, mean, min, max over ranks (default 1)\n"
         "  -R,--local_register 0/1/2  register buffers: 1 ncclCommRegister, 2 symmetric\n"
         "                         window (default 0)\n"
         "  -J,--output_file FILE  also write each row as one JSON object per line\n"
+        "  -H,--host-buffers      host memory even where a CUDA device is (as without one)\n"
         "  --selftest             check the tool's data encoding and comparison, then exit\n"
         "  -h,--help              this help\n",
         cli->prog);
@@ -174,20 +179,21 @@ static int perf_parse_opt(const perf_cli_t *cli, int c, const char *arg, perf_ar
     case 'a': return perf_parse_int(cli, 'a', arg, 0, 3, &a->average);
     case 'R': return perf_parse_int(cli, 'R', arg, 0, 2, &a->reg);
     case 'J': a->json = arg; return 0;
+    case 'H': a->host_buffers = 1; return 0;
     default: return -1;
     }
 }
 
-/* Flags that parse but make no sense on host memory, and cross-flag checks. */
+/* Flags that parse but braid's tools do not take, and cross-flag checks. */
 static int perf_args_check(const perf_cli_t *cli, const perf_args_t *a)
 {
     if (a->ngpus != 1)
-        perf_complain(cli, "-g %d: each rank has one set of host-memory buffers, so -g must "
-                      "be 1; use -t N for N ranks in this process, or a launcher "
+        perf_complain(cli, "-g %d: each rank drives one device (or one set of host buffers), "
+                      "so -g must be 1; use -t N for N ranks in this process, or a launcher "
                       "(braidrun -n N)\n", a->ngpus);
     else if (a->graph != 0)
-        perf_complain(cli, "-G %d: CUDA graphs capture GPU streams, and these tools run on "
-                      "host memory with no stream; use -G 0\n", a->graph);
+        perf_complain(cli, "-G %d: braid does not support CUDA graph capture; use -G 0\n",
+                      a->graph);
     else if (a->min_bytes > a->max_bytes)
         perf_complain(cli, "invalid sizes for 'minbytes' and 'maxbytes': %zu > %zu\n",
                       a->min_bytes, a->max_bytes);
@@ -208,7 +214,7 @@ int perf_args_parse(int argc, char **argv, int quiet, perf_args_t *a, int *exit_
                         .min_bytes = 32u << 20, .max_bytes = 32u << 20,
                         .step_bytes = 1u << 20, .step_factor = 1 };
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:R:J:h",
+    while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:R:J:Hh",
                             perf_longopts, NULL)) != -1) {
         if (c == 'h') {
             perf_usage(&cli, stdout);

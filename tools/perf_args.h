@@ -12,6 +12,7 @@ typedef struct perf_args {
     int op;       /* op index, or -1 for all */
     int type;     /* index into perf_types, or -1 for all */
     int root, blocking, stream_null, timeout, graph, cputime, average, reg;
+    int host_buffers;   /* -H: host buffers even where a CUDA device is */
     size_t min_bytes, max_bytes, step_bytes, step_factor;
     const char *json;
 } perf_args_t;

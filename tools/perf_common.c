@@ -9,10 +9,18 @@
  * rank 0 print the row. Ranks agree on times and error counts through their own
  * communicator (a one-element all-reduce), so threads and processes need no other channel.
  *
+ * Device buffers (perf_gpu.h), as in nccl-tests: each rank thread binds its device and
+ * issues every call on its own stream (perf_coll_t's run); the data is made and checked on the
+ * host, in mirrors of the buffers copied to and from the device. The stream is synchronized
+ * before the clock is read, before host and device touch the buffers, and before every
+ * call of the driver's own on host memory (perf_agree), so those never overtake queued
+ * work. With host buffers the mirrors are the buffers and the stream is NULL.
+ *
  * The command line lives in perf_args.c, the data and its check in perf_data.c.
  */
 #include "perf_common.h"
 #include "perf_args.h"
+#include "perf_gpu.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -26,15 +34,19 @@
 
 /* ---- the job: ranks of this process ---- */
 
-#define PERF_LINE 160   /* bytes per rank in the gathered device listing */
+#define PERF_LINE 256   /* bytes per rank in the gathered device listing */
 
 typedef struct perf_job perf_job_t;
 
 typedef struct perf_rank {
     perf_job_t *job;
     int rank, thread;
+    int device;                   /* CUDA ordinal of its buffers; -1 for host buffers */
+    void *stream;                 /* its calls' stream; NULL for host buffers, or -y 1 */
     ncclComm_t comm;
-    char *send, *recv, *expected;
+    char *send, *recv;            /* the collectives' buffers (device or host memory) */
+    char *hsend, *hrecv;          /* their host mirrors: send and recv for host buffers */
+    char *expected;
     void *reg[2];
     ncclWindow_t win[2];
     _Atomic int64_t busy_since;   /* -T watchdog: when the current call began, 0 if idle */
@@ -49,6 +61,8 @@ struct perf_job {
     const perf_coll_t *coll;
     perf_args_t a;
     int nprocs, proc, local_rank, local_size, nranks, reduced;
+    int ndev;                     /* CUDA devices; 0: host buffers, for the reason in why */
+    char why[128];
     size_t buf_bytes;
     ncclUniqueId uid;
     char host[256];
@@ -92,6 +106,17 @@ static inline void perf_nccl(const perf_rank_t *rk, const char *what, ncclResult
         perf_die(rk, what, res);
 }
 
+/* A failed CUDA driver call (perf_gpu said which, and why): end the process. */
+static void perf_gpu_check(const perf_rank_t *rk, int st)
+{
+    if (st == 0)
+        return;
+    if (rk->in_row)
+        putchar('\n');
+    fflush(stdout);
+    _exit(1);
+}
+
 /* -T: mark the rank as inside a call (or out of it); an -m group counts as one call. */
 static void perf_busy(perf_rank_t *rk, int on)
 {
@@ -99,10 +124,28 @@ static void perf_busy(perf_rank_t *rk, int on)
         atomic_store(&rk->busy_since, on ? perf_now_ns() : 0);
 }
 
-/* The driver's own agreement between ranks: an all-reduce on this rank's communicator. */
+/* Device buffers: wait until the rank's queued calls are done (for -T, a call until
+ * then); one that failed on the way ends the process, as a failed call does. */
+static void perf_sync(perf_rank_t *rk)
+{
+    ncclResult_t res, async = ncclSuccess;
+    if (rk->device < 0)
+        return;
+    perf_busy(rk, 1);
+    perf_gpu_check(rk, perf_gpu_stream_sync(rk->stream));
+    perf_busy(rk, 0);
+    if (rk->comm == NULL)
+        return;
+    res = ncclCommGetAsyncError(rk->comm, &async);
+    perf_nccl(rk, "a queued call (ncclCommGetAsyncError)", res != ncclSuccess ? res : async);
+}
+
+/* The driver's own agreement between ranks: an all-reduce on this rank's communicator, on
+ * host memory once the rank's queued calls are done. */
 static void perf_agree(perf_rank_t *rk, void *buf, size_t count, ncclDataType_t dt,
                        ncclRedOp_t op)
 {
+    perf_sync(rk);
     perf_busy(rk, 1);
     perf_nccl(rk, "ncclAllReduce (driver sync)",
               ncclAllReduce(buf, buf, count, dt, op, rk->comm, NULL));
@@ -201,8 +244,40 @@ static int perf_launched_not_first(void)
     return 0;
 }
 
+/* Device or host buffers: the CUDA driver's device count in job->ndev, or 0 and the reason
+ * in job->why. Returns 0 or an exit status. */
+static int perf_job_buffers(perf_job_t *job)
+{
+    const char *prog = job->coll->prog;
+    job->ndev = 0;
+    if (job->a.host_buffers) {
+        snprintf(job->why, sizeof(job->why), "--host-buffers");
+        return 0;
+    }
+    if (perf_gpu_open(prog, &job->ndev, job->why, sizeof(job->why)) != 0) {
+        job->ndev = 0;
+        return 0;
+    }
+    if (job->a.stream_null && job->a.nthreads > job->ndev) {
+        fprintf(stderr, "%s: -y 1 with -t %d on %d CUDA device%s: the ranks of a device would "
+                "share its NULL stream, each waiting there for the others; use -y 0 (a stream "
+                "per rank) or --host-buffers\n", prog, job->a.nthreads, job->ndev,
+                job->ndev == 1 ? "" : "s");
+        return 2;
+    }
+    return 0;
+}
+
+/* The CUDA device of this process's thread `thread`, as nccl-tests assigns them: the
+ * host's ranks in turn, wrapping around the devices; -1 for host buffers. */
+static int perf_job_device(const perf_job_t *job, int thread)
+{
+    return job->ndev > 0 ? (job->local_rank * job->a.nthreads + thread) % job->ndev : -1;
+}
+
 /* nccl-tests caps maxBytes by device memory; here by host memory: 2 or 3 buffers per
- * rank, every rank of this host, and 1 GiB for everything else. */
+ * rank (with device buffers, the check's mirrors), every rank of this host, and 1 GiB for
+ * everything else. */
 static void perf_job_memory(perf_job_t *job)
 {
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
@@ -236,11 +311,17 @@ static void perf_print_devices(perf_rank_t *rk)
         fprintf(stderr, "%s: out of memory for the device listing\n", job->coll->prog);
         _exit(1);
     }
+    char *line = lines + (size_t)rk->rank * PERF_LINE, name[64];
     /* every rank writes its own slot; a byte sum over ranks is then a gather */
-    snprintf(lines + (size_t)rk->rank * PERF_LINE, PERF_LINE,
-             "#  Rank %2d Group %2d Pid %6d on %10.64s device %2d [host] host memory\n",
-             rk->rank, 0, (int)getpid(), job->host,
-             job->local_rank * job->a.nthreads + rk->thread);
+    if (rk->device >= 0) {
+        perf_gpu_name(rk->device, name, sizeof(name));
+        snprintf(line, PERF_LINE, "#  Rank %2d Group %2d Pid %6d on %10.64s device %2d [cuda] "
+                 "%s\n", rk->rank, 0, (int)getpid(), job->host, rk->device, name);
+    } else {
+        snprintf(line, PERF_LINE, "#  Rank %2d Group %2d Pid %6d on %10.64s device %2d [host] "
+                 "host memory\n", rk->rank, 0, (int)getpid(), job->host,
+                 job->local_rank * job->a.nthreads + rk->thread);
+    }
     perf_agree(rk, lines, n * PERF_LINE, ncclUint8, ncclSum);
     for (size_t i = 0; rk->rank == 0 && i < n; i++)
         printf("%.*s", PERF_LINE, lines + i * PERF_LINE);
@@ -326,7 +407,8 @@ static void perf_start(perf_rank_t *rk, const perf_case_t *pc, int in_place, siz
     const perf_coll_t *coll = rk->job->coll;
     size_t ws = (size_t)pc->d.type->size;
     size_t steps = pc->bytes ? rk->job->buf_bytes / pc->bytes : 1;
-    char *recv = rk->recv + pc->bytes * (iter % steps), *send = rk->send + pc->bytes * (iter % steps);
+    char *recv = rk->recv + pc->bytes * (iter % steps);
+    char *send = rk->send + pc->bytes * (iter % steps);
     ncclRedOp_t op = coll->uses_op ? (ncclRedOp_t)pc->d.op : ncclSum;
     if (in_place) {
         send = recv + pc->s.send_inplace_off * (size_t)rk->rank * ws;
@@ -340,17 +422,43 @@ static void perf_start(perf_rank_t *rk, const perf_case_t *pc, int in_place, siz
     }
     perf_busy(rk, 1);
     perf_nccl(rk, coll->call, coll->run(send, recv, pc->s.param_count, pc->d.type->dt, op,
-                                        pc->d.root < 0 ? 0 : pc->d.root, rk->comm));
+                                        pc->d.root < 0 ? 0 : pc->d.root, rk->comm,
+                                        (cudaStream_t)rk->stream));
     perf_busy(rk, 0);
     if (coll->uses_op && pc->d.op == PERF_OP_MULSUM)
         perf_nccl(rk, "ncclRedOpDestroy", ncclRedOpDestroy(op, rk->comm));
 }
 
-/* The part of recvbuff this rank checks. */
-static char *perf_recv_region(const perf_rank_t *rk, const perf_case_t *pc, int in_place)
+/* The part of recvbuff (`recv`, or its mirror) this rank checks. */
+static char *perf_recv_region(const perf_rank_t *rk, char *recv, const perf_case_t *pc,
+                              int in_place)
 {
     size_t off = in_place ? pc->s.recv_inplace_off * (size_t)rk->rank : 0;
-    return rk->recv + off * (size_t)pc->d.type->size;
+    return recv + off * (size_t)pc->d.type->size;
+}
+
+/* Device buffers: the mirrors' data to the device, once the calls queued before are done
+ * with it (out of place, the input; in place, it is inside recvbuff). */
+static void perf_push(perf_rank_t *rk, const perf_case_t *pc, int in_place)
+{
+    if (rk->device < 0)
+        return;
+    perf_sync(rk);
+    perf_gpu_check(rk, perf_gpu_to_device(rk->recv, rk->hrecv, pc->bytes));
+    if (!in_place)
+        perf_gpu_check(rk, perf_gpu_to_device(rk->send, rk->hsend,
+                                              pc->s.send_count * (size_t)pc->d.type->size));
+}
+
+/* Device buffers: the region this rank checks back to its mirror, once the call is done. */
+static void perf_pull(perf_rank_t *rk, const perf_case_t *pc, int in_place)
+{
+    if (rk->device < 0)
+        return;
+    perf_sync(rk);
+    perf_gpu_check(rk, perf_gpu_to_host(perf_recv_region(rk, rk->hrecv, pc, in_place),
+                                        perf_recv_region(rk, rk->recv, pc, in_place),
+                                        pc->s.recv_count * (size_t)pc->d.type->size));
 }
 
 /* Fresh input (and, with `expected`, the expected output); the receive side is poisoned
@@ -361,12 +469,15 @@ static void perf_init_data(perf_rank_t *rk, const perf_case_t *pc, int in_place,
 {
     perf_data_t d = pc->d;
     size_t ws = (size_t)d.type->size;
-    void *in = in_place ? rk->recv + pc->s.send_inplace_off * (size_t)rk->rank * ws : rk->send;
+    void *in = in_place ? rk->hrecv + pc->s.send_inplace_off * (size_t)rk->rank * ws
+                        : rk->hsend;
     d.seed = seed;
-    memset(rk->recv, 0xff, pc->bytes);
+    memset(rk->hrecv, 0xff, pc->bytes);
     rk->job->coll->fill(&d, &pc->s, rk->rank, in, expected && !pc->keep ? rk->expected : NULL);
     if (expected && pc->keep)
-        memcpy(rk->expected, perf_recv_region(rk, pc, in_place), pc->s.recv_count * ws);
+        memcpy(rk->expected, perf_recv_region(rk, rk->hrecv, pc, in_place),
+               pc->s.recv_count * ws);
+    perf_push(rk, pc, in_place);
 }
 
 /* Elements whose bytes differ: the check of a buffer that must stay as it was. */
@@ -386,7 +497,8 @@ static long long perf_check(perf_rank_t *rk, const perf_case_t *pc, int in_place
         const char *got;
         perf_init_data(rk, pc, in_place, ++rk->rep, 1);
         perf_start(rk, pc, in_place, 0);
-        got = perf_recv_region(rk, pc, in_place);
+        perf_pull(rk, pc, in_place);
+        got = perf_recv_region(rk, rk->hrecv, pc, in_place);
         wrong = (long long)(pc->keep ? perf_count_changed(got, rk->expected, pc->s.recv_count,
                                                           (size_t)pc->d.type->size)
                                      : perf_data_check(&pc->d, got, rk->expected,
@@ -428,6 +540,7 @@ static void perf_bench(perf_rank_t *rk, const perf_case_t *pc, int in_place)
     perf_barrier(rk);
     int64_t t0 = perf_now_ns();
     perf_timed_loop(rk, pc, in_place);
+    perf_sync(rk);
     double sec = (double)(perf_now_ns() - t0) * 1e-9 / ((double)a->iters * a->agg);
     sec = perf_time_agree(rk, sec);
     double algbw = sec > 0 ? (double)pc->bytes / 1e9 / sec : 0;
@@ -522,13 +635,48 @@ static void perf_run_tests(perf_rank_t *rk)
                 perf_time_test(rk, &perf_types[t], op, root);
 }
 
+/* The rank's device and stream, its buffers and their host mirrors (needed to check). */
+static void perf_rank_buffers(perf_rank_t *rk)
+{
+    perf_job_t *job = rk->job;
+    size_t bytes = job->buf_bytes;
+    void *send = NULL, *recv = NULL;
+    rk->expected = job->a.check ? perf_buf_alloc(rk, bytes) : NULL;
+    if (rk->device < 0) {
+        rk->hsend = rk->send = perf_buf_alloc(rk, bytes);
+        rk->hrecv = rk->recv = perf_buf_alloc(rk, bytes);
+        return;
+    }
+    perf_gpu_check(rk, perf_gpu_bind(rk->device));
+    perf_gpu_check(rk, perf_gpu_stream_create(job->a.stream_null, &rk->stream));
+    perf_gpu_check(rk, perf_gpu_alloc(bytes, &send));
+    perf_gpu_check(rk, perf_gpu_alloc(bytes, &recv));
+    rk->send = send;
+    rk->recv = recv;
+    rk->hsend = job->a.check ? perf_buf_alloc(rk, bytes) : NULL;
+    rk->hrecv = job->a.check ? perf_buf_alloc(rk, bytes) : NULL;
+}
+
+static void perf_rank_free(perf_rank_t *rk)
+{
+    free(rk->expected);
+    if (rk->device < 0) {
+        free(rk->send);
+        free(rk->recv);
+        return;
+    }
+    free(rk->hsend);
+    free(rk->hrecv);
+    perf_gpu_check(rk, perf_gpu_free(rk->send));
+    perf_gpu_check(rk, perf_gpu_free(rk->recv));
+    perf_gpu_check(rk, perf_gpu_stream_destroy(rk->stream));
+}
+
 static void *perf_rank_main(void *arg)
 {
     perf_rank_t *rk = arg;
     perf_job_t *job = rk->job;
-    rk->send = perf_buf_alloc(rk, job->buf_bytes);
-    rk->recv = perf_buf_alloc(rk, job->buf_bytes);
-    rk->expected = job->a.check ? perf_buf_alloc(rk, job->buf_bytes) : NULL;
+    perf_rank_buffers(rk);
     perf_busy(rk, 1);
     perf_nccl(rk, "ncclCommInitRank",
               ncclCommInitRank(&rk->comm, job->nranks, job->uid, rk->rank));
@@ -538,12 +686,11 @@ static void *perf_rank_main(void *arg)
     if (rk->rank == 0)
         perf_print_table_header(job);
     perf_run_tests(rk);
+    perf_sync(rk);
     perf_register(rk, 1);
     perf_nccl(rk, "ncclCommDestroy", ncclCommDestroy(rk->comm));
     rk->comm = NULL;
-    free(rk->send);
-    free(rk->recv);
-    free(rk->expected);
+    perf_rank_free(rk);
     return NULL;
 }
 
@@ -573,7 +720,8 @@ static int perf_job_run(perf_job_t *job)
     pthread_t wd;
     int nt = job->a.nthreads;
     for (int t = 0; t < nt; t++)
-        job->ranks[t] = (perf_rank_t){ .job = job, .rank = job->proc * nt + t, .thread = t };
+        job->ranks[t] = (perf_rank_t){ .job = job, .rank = job->proc * nt + t, .thread = t,
+                                       .device = perf_job_device(job, t) };
     if (job->a.timeout > 0 && pthread_create(&wd, NULL, perf_watchdog, job) != 0)
         return -1;
     for (int t = 1; t < nt; t++)
@@ -646,6 +794,14 @@ static void perf_print_intro(const perf_job_t *job)
            a->graph);
     if (a->blocking == 1)
         printf("# Blocking Enabled: wait for completion and barrier after each collective \n");
+    if (job->ndev > 0) {
+        char name[64];
+        int dev = perf_job_device(job, 0);
+        perf_gpu_name(dev, name, sizeof(name));
+        printf("# buffers: device (CUDA driver, device %d: %s)\n", dev, name);
+    } else {
+        printf("# buffers: host (%s)\n", job->why);
+    }
     printf("#\n# Using devices\n");
 }
 
@@ -654,6 +810,7 @@ static int perf_job_setup(perf_job_t *job)
 {
     const char *prog = job->coll->prog, *comm_id = getenv("NCCL_COMM_ID");
     ncclResult_t res;
+    int st;
     if (perf_job_env(job) != 0)
         return 2;
     job->nranks = job->nprocs * job->a.nthreads;
@@ -670,6 +827,8 @@ static int perf_job_setup(perf_job_t *job)
                 job->nprocs);
         return 2;
     }
+    if ((st = perf_job_buffers(job)) != 0)
+        return st;
     perf_job_memory(job);
     job->buf_bytes = (job->a.max_bytes + 4095) / 4096 * 4096 + 4096;
     if (gethostname(job->host, sizeof(job->host) - 1) != 0)

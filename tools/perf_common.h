@@ -8,7 +8,9 @@
  * processes of a launcher: RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_*), makes one
  * communicator per rank, sweeps the sizes, times each size out of place and in place,
  * checks the results exactly (or within a per-type tolerance where rounding is
- * unavoidable) and prints nccl-tests' table. Buffers are host memory.
+ * unavoidable) and prints nccl-tests' table. Buffers are device memory, with a stream per
+ * rank, where the CUDA driver loads and has a device (perf_gpu.h), as in nccl-tests;
+ * host memory otherwise, or with --host-buffers.
  *
  * The data helpers below let a tool fill its inputs and compute its expected output: the
  * input element i of rank r is a deterministic value of (type, op, nranks, seed, r, i),
@@ -88,10 +90,11 @@ typedef struct perf_coll {
      * the recv_count elements this rank must receive. d->nranks and d->root are set. */
     void (*fill)(const perf_data_t *d, const perf_sizes_t *s, int rank, void *in,
                  void *expected);
-    /* One collective call; stream is always NULL (host buffers). `op` may be a
-     * per-communicator PreMulSum handle. */
+    /* One collective call, on host or device buffers (the driver's), on `stream` (the
+     * rank's; NULL for host buffers and with -y 1). `op` may be a per-communicator
+     * PreMulSum handle. */
     ncclResult_t (*run)(const void *send, void *recv, size_t count, ncclDataType_t dt,
-                        ncclRedOp_t op, int root, ncclComm_t comm);
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
 } perf_coll_t;
 
 /* Parse argv, run the sweep, print; returns the process exit status. */

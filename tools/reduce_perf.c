@@ -22,9 +22,9 @@ static void reduce_fill(const perf_data_t *d, const perf_sizes_t *s, int rank, v
 }
 
 static ncclResult_t reduce_run(const void *send, void *recv, size_t count, ncclDataType_t dt,
-                               ncclRedOp_t op, int root, ncclComm_t comm)
+                               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
-    return ncclReduce(send, recv, count, dt, op, root, comm, NULL);
+    return ncclReduce(send, recv, count, dt, op, root, comm, stream);
 }
 
 static const perf_coll_t reduce_coll = {

@@ -23,10 +23,10 @@ static void reduce_scatter_fill(const perf_data_t *d, const perf_sizes_t *s, int
 
 static ncclResult_t reduce_scatter_run(const void *send, void *recv, size_t count,
                                        ncclDataType_t dt, ncclRedOp_t op, int root,
-                                       ncclComm_t comm)
+                                       ncclComm_t comm, cudaStream_t stream)
 {
     (void)root;
-    return ncclReduceScatter(send, recv, count, dt, op, comm, NULL);
+    return ncclReduceScatter(send, recv, count, dt, op, comm, stream);
 }
 
 static const perf_coll_t reduce_scatter_coll = {

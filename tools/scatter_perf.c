@@ -23,10 +23,10 @@ static void scatter_fill(const perf_data_t *d, const perf_sizes_t *s, int rank, 
 }
 
 static ncclResult_t scatter_run(const void *send, void *recv, size_t count, ncclDataType_t dt,
-                                ncclRedOp_t op, int root, ncclComm_t comm)
+                                ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
     (void)op;
-    return ncclScatter(send, recv, count, dt, root, comm, NULL);
+    return ncclScatter(send, recv, count, dt, root, comm, stream);
 }
 
 static const perf_coll_t scatter_coll = {

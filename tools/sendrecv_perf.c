@@ -22,7 +22,7 @@ static void sendrecv_fill(const perf_data_t *d, const perf_sizes_t *s, int rank,
 }
 
 static ncclResult_t sendrecv_run(const void *send, void *recv, size_t count, ncclDataType_t dt,
-                                 ncclRedOp_t op, int root, ncclComm_t comm)
+                                 ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
     int rank, n;
     ncclResult_t res;
@@ -31,8 +31,8 @@ static ncclResult_t sendrecv_run(const void *send, void *recv, size_t count, ncc
     if ((res = ncclCommUserRank(comm, &rank)) != ncclSuccess ||
         (res = ncclCommCount(comm, &n)) != ncclSuccess || (res = ncclGroupStart()) != ncclSuccess)
         return res;
-    if ((res = ncclSend(send, count, dt, (rank + 1) % n, comm, NULL)) == ncclSuccess)
-        res = ncclRecv(recv, count, dt, (rank + n - 1) % n, comm, NULL);
+    if ((res = ncclSend(send, count, dt, (rank + 1) % n, comm, stream)) == ncclSuccess)
+        res = ncclRecv(recv, count, dt, (rank + n - 1) % n, comm, stream);
     ncclResult_t end = ncclGroupEnd();
     return res != ncclSuccess ? res : end;
 }
