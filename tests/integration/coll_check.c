@@ -17,6 +17,8 @@
  *   -w SECONDS   watchdog (default 300): a run that takes longer fails, naming the phase
  *   -v           print the time of each section
  *   -F           destroy communicators without ncclCommFinalize (isolates finalize bugs)
+ *   -d           device buffers, through the CUDA driver (coll_dev.c): every checked
+ *                buffer (cc_buf) gets a device twin that the calls take, with a stream
  *
  * Exit: 0 all passed, 1 a failure (one line each on stderr), 99 a usage or setup error.
  */
@@ -63,7 +65,7 @@ static void on_alarm(int sig)
 static void usage_exit(const char *why)
 {
     fprintf(stderr, "coll_check: %s\nusage: coll_check [-p N | -t N | -T N] [-q] [-v] "
-            "[-o sections] [-w seconds] [-F]\n", why);
+            "[-o sections] [-w seconds] [-F] [-d]\n", why);
     exit(99);
 }
 
@@ -151,6 +153,7 @@ static int run_process(void)
     w.nlocal = 1;
     w.ranks[0] = rank;
     cc_set_phase("ncclCommInitRank");
+    cc_dev_thread_init();
     CC_NCCL(&w, "ncclGetUniqueId", ncclGetUniqueId(&id));
     CC_NCCL(&w, "ncclCommInitRank", ncclCommInitRank(&w.comms[0], n, id, rank));
     CC_NCCL(&w, "ncclGetUniqueId", ncclGetUniqueId(&w.nb_id));   /* same root address */
@@ -220,6 +223,7 @@ static int run_threads_one(int n)
     for (int r = 0; r < n; r++)
         w.ranks[r] = r;
     cc_set_phase("ncclCommInitAll");
+    cc_dev_thread_init();
     CC_NCCL(&w, "ncclCommInitAll", ncclCommInitAll(w.comms, n, NULL));
     CC_NCCL(&w, "ncclGetUniqueId", ncclGetUniqueId(&w.nb_id));
     run_world(&w);
@@ -242,6 +246,7 @@ static void *rank_thread(void *p)
     w.nlocal = 1;
     w.ranks[0] = a->rank;
     w.nb_id = a->nb_id;
+    cc_dev_thread_init();
     CC_NCCL(&w, "ncclCommInitRank", ncclCommInitRank(&w.comms[0], a->n, a->id, a->rank));
     run_world(&w);
     return NULL;
@@ -269,7 +274,7 @@ int main(int argc, char **argv)
 {
     int c;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    while ((c = getopt(argc, argv, "p:t:T:qvo:w:F")) != -1) {
+    while ((c = getopt(argc, argv, "p:t:T:qvo:w:Fd")) != -1) {
         switch (c) {
         case 'p': opt.procs = atoi(optarg); break;
         case 't': opt.threads_one = atoi(optarg); break;
@@ -279,6 +284,7 @@ int main(int argc, char **argv)
         case 'o': opt.only = optarg; break;
         case 'w': opt.watchdog_s = atoi(optarg); break;
         case 'F': cc_skip_finalize = 1; break;
+        case 'd': cc_device = 1; break;
         default: usage_exit("unknown option");
         }
     }

@@ -104,12 +104,29 @@ typedef struct cc_buf {
     char *base;      /* allocation: guard | data | guard */
     char *data;
     size_t bytes;
+    char *dbase;     /* -d: its device twin (coll_dev.c), of `total` bytes; else NULL */
+    size_t total;
 } cc_buf_t;
 
 void cc_buf_alloc(cc_buf_t *b, size_t bytes);
 void cc_buf_free(cc_buf_t *b);
 /* Check both guards are intact; report a failure naming `c` and `rank` otherwise. */
 int cc_buf_guards_ok(const cc_buf_t *b, const cc_case_t *c, int rank);
+
+/* ---- device buffers (coll_dev.c, -d) ---- */
+extern int cc_device;
+/* Each thread that issues calls: the driver's context and this thread's stream. */
+void cc_dev_thread_init(void);
+/* The stream calls take (NULL without -d). */
+void *cc_stream(void);
+/* The device twin of a pointer into a live cc_buf (p itself without -d, or elsewhere). */
+void *cc_dp(const void *p);
+void cc_dev_register(cc_buf_t *b, size_t total);
+void cc_dev_unregister(cc_buf_t *b);
+/* Copy every live buffer of this thread to its twin / back (async on the stream, then a
+ * synchronize). */
+void cc_dev_upload(void);
+void cc_dev_download(void);
 
 /* ---- checks and reports (coll_util.c) ---- */
 void cc_fail(const cc_world_t *w, const cc_case_t *c, int rank, size_t idx, const char *got,

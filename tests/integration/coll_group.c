@@ -207,6 +207,7 @@ void cc_test_mixed_group(cc_world_t *w)
         p[i] = red ? cc_red_prepare(w, kinds[i], &cases[i], 60000u + (uint32_t)i)
                    : cc_mv_prepare(w, kinds[i], &cases[i], 60000u + (uint32_t)i);
     }
+    cc_dev_upload();
     cc_group_start(w);
     for (int l = 0; l < w->nlocal; l++) {
         cc_group_start(w);   /* nested: its end must not run anything yet */
@@ -217,6 +218,7 @@ void cc_test_mixed_group(cc_world_t *w)
             p[i]->issue(p[i], l);
     }
     cc_group_end(w, "mixed group");
+    cc_dev_download();
     for (int i = 0; i < NC; i++)
         p[i]->finish(p[i]);
 }

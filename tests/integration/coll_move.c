@@ -239,21 +239,23 @@ static ncclResult_t mv_call(const mv_prep_t *p, const mv_rank_t *m, int rank, nc
     ncclDataType_t dt = cc_types[c->type].dt;
     int n = p->w->nranks;
     ncclResult_t r;
+    const void *sp = cc_dp(m->sp);
+    void *rp = cc_dp(m->rp), *st = cc_stream();
     switch (p->k) {
-    case CC_K_BROADCAST: return ncclBroadcast(m->sp, m->rp, c->count, dt, c->root, comm, NULL);
-    case CC_K_BCAST: return ncclBcast(m->rp, c->count, dt, c->root, comm, NULL);
-    case CC_K_ALLGATHER: return ncclAllGather(m->sp, m->rp, c->count, dt, comm, NULL);
-    case CC_K_ALLTOALL: return ncclAlltoAll(m->sp, m->rp, c->count, dt, comm, NULL);
-    case CC_K_ALLTOALL_RCCL: return ncclAllToAll(m->sp, m->rp, c->count, dt, comm, NULL);
+    case CC_K_BROADCAST: return ncclBroadcast(sp, rp, c->count, dt, c->root, comm, st);
+    case CC_K_BCAST: return ncclBcast(rp, c->count, dt, c->root, comm, st);
+    case CC_K_ALLGATHER: return ncclAllGather(sp, rp, c->count, dt, comm, st);
+    case CC_K_ALLTOALL: return ncclAlltoAll(sp, rp, c->count, dt, comm, st);
+    case CC_K_ALLTOALL_RCCL: return ncclAllToAll(sp, rp, c->count, dt, comm, st);
     case CC_K_ALLTOALLV:
-        return ncclAllToAllv(m->sp, m->v, m->v + n, m->rp, m->v + 2 * n, m->v + 3 * n, dt,
-                             comm, NULL);
-    case CC_K_GATHER: return ncclGather(m->sp, m->rp, c->count, dt, c->root, comm, NULL);
-    case CC_K_SCATTER: return ncclScatter(m->sp, m->rp, c->count, dt, c->root, comm, NULL);
+        return ncclAllToAllv(sp, m->v, m->v + n, rp, m->v + 2 * n, m->v + 3 * n, dt,
+                             comm, st);
+    case CC_K_GATHER: return ncclGather(sp, rp, c->count, dt, c->root, comm, st);
+    case CC_K_SCATTER: return ncclScatter(sp, rp, c->count, dt, c->root, comm, st);
     default:
-        r = ncclSend(m->sp, c->count, dt, (rank + 1) % n, comm, NULL);
+        r = ncclSend(sp, c->count, dt, (rank + 1) % n, comm, st);
         if (r == ncclSuccess)
-            r = ncclRecv(m->rp, c->count, dt, (rank + n - 1) % n, comm, NULL);
+            r = ncclRecv(rp, c->count, dt, (rank + n - 1) % n, comm, st);
         return r;
     }
 }

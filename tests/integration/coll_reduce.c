@@ -157,10 +157,11 @@ static void red_issue(cc_prep_t *base, int l)
     ncclComm_t comm = p->w->comms[l];
     ncclRedOp_t op = p->ro.op[l];
     ncclResult_t r;
+    void *s = cc_dp(b->sp), *rp = cc_dp(b->rp), *st = cc_stream();
     switch (p->k) {
-    case CC_K_ALLREDUCE: r = ncclAllReduce(b->sp, b->rp, c->count, dt, op, comm, NULL); break;
-    case CC_K_REDUCE: r = ncclReduce(b->sp, b->rp, c->count, dt, op, c->root, comm, NULL); break;
-    default: r = ncclReduceScatter(b->sp, b->rp, c->count, dt, op, comm, NULL); break;
+    case CC_K_ALLREDUCE: r = ncclAllReduce(s, rp, c->count, dt, op, comm, st); break;
+    case CC_K_REDUCE: r = ncclReduce(s, rp, c->count, dt, op, c->root, comm, st); break;
+    default: r = ncclReduceScatter(s, rp, c->count, dt, op, comm, st); break;
     }
     if (r != ncclSuccess)
         cc_nccl_fatal(p->w, c->what, r, __FILE__, __LINE__);
@@ -219,12 +220,14 @@ cc_prep_t *cc_red_prepare(cc_world_t *w, cc_kind_t k, const cc_case_t *c, uint32
 void cc_run(cc_world_t *w, cc_prep_t *p, const char *what)
 {
     int grouped = w->nlocal > 1 || p->grouped;
+    cc_dev_upload();
     if (grouped)
         cc_group_start(w);
     for (int l = 0; l < w->nlocal; l++)
         p->issue(p, l);
     if (grouped)
         cc_group_end(w, what);
+    cc_dev_download();
     p->finish(p);
 }
 

@@ -251,10 +251,12 @@ void cc_buf_alloc(cc_buf_t *b, size_t bytes)
     memset(b->base, GUARD_BYTE, bytes + 2 * GUARD_BYTES);
     b->data = b->base + GUARD_BYTES;
     b->bytes = bytes;
+    cc_dev_register(b, bytes + 2 * GUARD_BYTES);
 }
 
 void cc_buf_free(cc_buf_t *b)
 {
+    cc_dev_unregister(b);
     free(b->base);
     b->base = b->data = NULL;
 }

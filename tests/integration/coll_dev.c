@@ -1,0 +1,128 @@
+/*
+ * coll_check -d: the same checks on device buffers. Every cc_buf gets a device twin
+ * (cuMemAlloc through the CUDA driver: NVIDIA's, or braid's emulated one). Before a case
+ * is issued, every buffer of this thread is copied to its twin with an ASYNC copy on the
+ * thread's stream, and the calls take the twins and that stream; after them the twins are
+ * copied back on the same stream, which is then synchronised, and the host checks run as
+ * for host buffers (guards included). So a library that reads a buffer before its stream
+ * has written it, or returns before its result is on the stream, fails the checks (run
+ * with BRAID_EMU_DELAY_US to make such windows wide on the emulated driver).
+ *
+ * One stream per thread: with -t the calls of every rank share it, inside one group.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "coll_check.h"
+#include "tests/common/cudrv.h"
+
+int cc_device;
+
+static cudrv_t cu;
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+
+#define CC_MAX_BUFS 4096
+static __thread cc_buf_t *bufs[CC_MAX_BUFS];
+static __thread int nbufs;
+static __thread CUstream stream;
+
+
+static void cu_load(void)
+{
+    cudrv_load(&cu);
+}
+
+void cc_dev_thread_init(void)
+{
+    if (!cc_device)
+        return;
+    pthread_once(&cu_once, cu_load);
+    CUDRV(cu.ctx_set(cu.ctx));
+    if (stream == NULL)
+        CUDRV(cu.stream_create(&stream, CU_STREAM_NON_BLOCKING));
+}
+
+void *cc_stream(void)
+{
+    return cc_device ? stream : NULL;
+}
+
+/*
+ * Twins are never freed, only kept for the next buffer of this thread: cuMemFree waits for
+ * the whole device, so one rank's thread freeing would wait for another rank's collective
+ * that waits for the first thread's next call (NCCL's users meet the same rule).
+ */
+static __thread struct {
+    char *p;
+    size_t bytes;
+} spare[CC_MAX_BUFS];
+static __thread int nspare;
+
+static char *twin_take(size_t total)
+{
+    for (int i = 0; i < nspare; i++)
+        if (spare[i].bytes >= total) {
+            char *p = spare[i].p;
+            spare[i] = spare[--nspare];
+            return p;
+        }
+    CUdeviceptr d;
+    CUDRV(cu.alloc(&d, total));
+    return (char *)(uintptr_t)d;
+}
+
+void cc_dev_register(cc_buf_t *b, size_t total)
+{
+    b->dbase = NULL;
+    if (!cc_device)
+        return;
+    if (nbufs == CC_MAX_BUFS) {
+        fprintf(stderr, "coll_check -d: more than %d live buffers\n", CC_MAX_BUFS);
+        exit(99);
+    }
+    b->dbase = twin_take(total);
+    b->total = total;
+    bufs[nbufs++] = b;
+}
+
+void cc_dev_unregister(cc_buf_t *b)
+{
+    if (b->dbase == NULL)
+        return;
+    for (int i = 0; i < nbufs; i++)
+        if (bufs[i] == b) {
+            bufs[i] = bufs[--nbufs];
+            break;
+        }
+    if (nspare < CC_MAX_BUFS)
+        spare[nspare].p = b->dbase, spare[nspare++].bytes = b->total;
+    b->dbase = NULL;
+}
+
+void *cc_dp(const void *p)
+{
+    if (!cc_device || p == NULL)
+        return (void *)p;
+    const char *c = p;
+    for (int i = 0; i < nbufs; i++)
+        if (c >= bufs[i]->base && c <= bufs[i]->base + bufs[i]->total)
+            return bufs[i]->dbase + (c - bufs[i]->base);
+    return (void *)p;
+}
+
+void cc_dev_upload(void)
+{
+    for (int i = 0; cc_device && i < nbufs; i++)
+        CUDRV(cu.h2d((CUdeviceptr)(uintptr_t)bufs[i]->dbase, bufs[i]->base,
+                                       bufs[i]->total, stream));
+}
+
+void cc_dev_download(void)
+{
+    for (int i = 0; cc_device && i < nbufs; i++)
+        CUDRV(cu.d2h(bufs[i]->base, (CUdeviceptr)(uintptr_t)bufs[i]->dbase,
+                                       bufs[i]->total, stream));
+    if (cc_device)
+        CUDRV(cu.stream_sync(stream));
+}
