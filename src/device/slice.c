@@ -27,6 +27,7 @@
 #define DEV_GRID_MAX 1024
 
 typedef struct dev_kernels {
+    void *module;               /* loaded once per device, for the process's life */
     void *reduce, *copy;
     const char *image;          /* which image loaded: "cuda sm_80 ...", "hip (hiprtc)" */
 } dev_kernels_t;
@@ -81,6 +82,7 @@ static braid_status_t kernels_load(const braid_device_ops_t *ops, dev_kernels_t 
         if (st == BRAID_ERR_UNSUPPORTED)
             continue;
         BRAID_CHECK(st);
+        k->module = mod;
         k->image = img->kind;
         return kernels_find(ops, mod, k);
     }
@@ -91,6 +93,7 @@ static braid_status_t kernels_load(const braid_device_ops_t *ops, dev_kernels_t 
         braid_status_t st = ops->module_load(image, size, &mod);
         free(image);
         BRAID_CHECK(st);
+        k->module = mod;
         k->image = "hip (compiled at run time)";
         return kernels_find(ops, mod, k);
     }
