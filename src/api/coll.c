@@ -118,22 +118,23 @@ static braid_status_t buffers_place(braid_comm_t *comm, const char *what, const 
                                     int has_send, const void *rbuf, int has_recv,
                                     void *stream, braid_call_t *call)
 {
-    braid_ptr_info_t s = { BRAID_MEM_HOST, -1 }, r = { BRAID_MEM_HOST, -1 };
-    if (has_send)
-        BRAID_CHECK(braid_device_ptr(sbuf, &s));
-    if (has_recv)
-        BRAID_CHECK(braid_device_ptr(rbuf, &r));
-    int sdev = s.kind == BRAID_MEM_DEVICE || s.kind == BRAID_MEM_MANAGED;
-    int rdev = r.kind == BRAID_MEM_DEVICE || r.kind == BRAID_MEM_MANAGED;
-    if (!sdev && !rdev) {
-        /* a GPU backend in use knows device memory; without one, ask the CPU */
-        int check = comm->check_host_ptrs && braid_device() == &braid_device_host;
-        if (check && has_send)
+    const braid_device_ops_t *dev = braid_device();
+    if (dev == &braid_device_host) {   /* no GPU backend: the CPU must be able to read */
+        if (comm->check_host_ptrs && has_send)
             BRAID_CHECK(braid_device_check_host(sbuf, what, "sendbuff"));
-        if (check && has_recv)
+        if (comm->check_host_ptrs && has_recv)
             BRAID_CHECK(braid_device_check_host(rbuf, what, "recvbuff"));
         return BRAID_OK;
     }
+    braid_ptr_info_t s = { BRAID_MEM_HOST, -1 }, r = { BRAID_MEM_HOST, -1 };
+    if (has_send)
+        BRAID_CHECK(dev->ptr_info(sbuf, &s));
+    if (has_recv)
+        BRAID_CHECK(dev->ptr_info(rbuf, &r));
+    int sdev = s.kind == BRAID_MEM_DEVICE || s.kind == BRAID_MEM_MANAGED;
+    int rdev = r.kind == BRAID_MEM_DEVICE || r.kind == BRAID_MEM_MANAGED;
+    if (!sdev && !rdev)
+        return BRAID_OK;
     if ((has_send && s.kind == BRAID_MEM_HOST) || (has_recv && r.kind == BRAID_MEM_HOST))
         return braid_err(BRAID_ERR_INVALID, "%s: %s %p is device memory but %s %p is pageable "
                          "host memory on rank %d: give both as device memory (or pinned "
@@ -144,7 +145,7 @@ static braid_status_t buffers_place(braid_comm_t *comm, const char *what, const 
         return braid_err(BRAID_ERR_INVALID, "%s: sendbuff is on device %d and recvbuff on "
                          "device %d: one call uses one device", what, s.ordinal, r.ordinal);
     int capturing = 0;
-    BRAID_CHECK(braid_device()->stream_capturing(stream, &capturing));
+    BRAID_CHECK(dev->stream_capturing(stream, &capturing));
     if (capturing)
         return braid_err(BRAID_ERR_USAGE, "%s: the stream is being captured (CUDA graph): "
                          "braid does not support stream capture; make the call outside the "

@@ -55,13 +55,3 @@ int braid_device_count(void)
     pthread_once(&dev_once, choose);
     return dev_count;
 }
-
-braid_status_t braid_device_ptr(const void *p, braid_ptr_info_t *info_p)
-{
-    return braid_device()->ptr_info(p, info_p);
-}
-
-braid_status_t braid_device_bind(int ordinal)
-{
-    return braid_device()->bind(ordinal);
-}

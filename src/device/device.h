@@ -88,9 +88,6 @@ const braid_device_ops_t *braid_device(void);
 /* Devices the backend sees (0 for host). */
 int braid_device_count(void);
 
-/* What p is. Host backend, or a pointer no runtime knows: BRAID_MEM_HOST. */
-braid_status_t braid_device_ptr(const void *p, braid_ptr_info_t *info_p);
-braid_status_t braid_device_bind(int ordinal);
 
 /*
  * Host-buffer calls on a machine where a runtime is loaded but braid has no backend for
