@@ -108,7 +108,9 @@ braid_status_t braid_comm_shrink(braid_comm_t *comm, const int *exclude, int nex
 
 braid_status_t braid_comm_finalize(braid_comm_t *comm)
 {
-    /* host calls complete before they return: only the peers need to be waited for */
+    /* host calls complete before they return, device calls when the proxy has run them:
+     * then only the peers need to be waited for */
+    braid_proxy_drain(comm);
     BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
     atomic_store(&comm->state, BRAID_COMM_FINALIZED);
     braid_comm_publish_state(comm, BRAID_COMM_FINALIZED);

@@ -339,6 +339,20 @@ braid_status_t braid_proxy_join(const braid_proxy_ticket_t *t)
     return BRAID_OK;
 }
 
+void braid_proxy_drain(braid_comm_t *comm)
+{
+    braid_proxy_t *px = comm->proxy;
+    if (px == NULL)
+        return;
+    pthread_mutex_lock(&comm->lock);
+    uint32_t target = px->issued;
+    pthread_mutex_unlock(&comm->lock);
+    while ((int32_t)(__atomic_load_n(px->word, __ATOMIC_ACQUIRE) - target) < 0) {
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
 void braid_proxy_stop(braid_comm_t *comm)
 {
     braid_proxy_t *px = comm->proxy;

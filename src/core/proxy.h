@@ -27,6 +27,10 @@ braid_status_t braid_proxy_submit(braid_comm_t *comm, int ordinal, braid_op_t **
  * so that a group records the events of every communicator before any stream waits (one
  * thread driving several ranks on one stream would otherwise wait for itself). */
 braid_status_t braid_proxy_join(const braid_proxy_ticket_t *t);
+/* Wait until every job queued so far has run (ncclCommFinalize: device calls are done
+ * before the peers are told this rank is finished). A job whose peers never come ends at
+ * the collective timeout, or at an abort from another thread. */
+void braid_proxy_drain(braid_comm_t *comm);
 /* Run what is queued (or drop it, once the comm failed or was aborted) and end the
  * thread. The comm's busy count is 0, so nothing is queued any more. */
 void braid_proxy_stop(braid_comm_t *comm);

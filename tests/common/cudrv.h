@@ -22,6 +22,7 @@ typedef struct cudrv {
     CUresult (*h2d)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*d2h)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*memset8)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*memset32)(CUdeviceptr, unsigned int, size_t, CUstream);
     CUresult (*stream_create)(CUstream *, unsigned int);
     CUresult (*stream_sync)(CUstream);
     CUresult (*stream_query)(CUstream);
@@ -58,6 +59,7 @@ static void cudrv_load(cudrv_t *cu)
     *(void **)&cu->h2d = cudrv_sym(lib, "cuMemcpyHtoDAsync_v2");
     *(void **)&cu->d2h = cudrv_sym(lib, "cuMemcpyDtoHAsync_v2");
     *(void **)&cu->memset8 = cudrv_sym(lib, "cuMemsetD8Async");
+    *(void **)&cu->memset32 = cudrv_sym(lib, "cuMemsetD32Async");
     *(void **)&cu->stream_create = cudrv_sym(lib, "cuStreamCreate");
     *(void **)&cu->stream_sync = cudrv_sym(lib, "cuStreamSynchronize");
     *(void **)&cu->stream_query = cudrv_sym(lib, "cuStreamQuery");

@@ -8,6 +8,11 @@
  *             ncclCommGetAsyncError says so, and rank 0's stream is released
  *   mixed     a device send buffer with a pageable host receive buffer: ncclInvalidArgument
  *             at the call, and the stream and buffers are untouched
+ *   finalize  ncclCommFinalize right after a queued all-reduce: the all-reduce still runs
+ *             (finalize waits for device work before it tells the peers), with the right sum
+ *
+ * Every operation of the emulated driver's streams is delayed (BRAID_EMU_DELAY_US, set
+ * here before the driver starts), so calls are still queued when the next step comes.
  *
  * Both ranks are communicators of this process (ncclCommInitAll), so each case controls
  * exactly what each rank does. A watchdog fails the test instead of letting it hang.
@@ -137,11 +142,46 @@ static void case_mixed(void)
     case_end(&c);
 }
 
+static void case_finalize(void)
+{
+    dcase_t c;
+    case_begin(&c);
+    float *other;
+    CUdeviceptr d;
+    CUDRV(cu.alloc(&d, COUNT * sizeof(float)));
+    other = (float *)(uintptr_t)d;
+    CUDRV(cu.memset32(d, 0x40000000u, COUNT, c.s));                       /* 2.0f */
+    CUDRV(cu.memset32((CUdeviceptr)(uintptr_t)c.buf, 0x3f800000u, COUNT, c.s)); /* 1.0f */
+    expect(ncclGroupStart() == ncclSuccess &&
+               ncclAllReduce(c.buf, c.buf, COUNT, ncclFloat, ncclSum, c.comms[0], c.s) ==
+                   ncclSuccess &&
+               ncclAllReduce(other, other, COUNT, ncclFloat, ncclSum, c.comms[1], c.s) ==
+                   ncclSuccess &&
+               ncclGroupEnd() == ncclSuccess,
+           "finalize: both ranks' all-reduces are queued");
+    expect(ncclGroupStart() == ncclSuccess && ncclCommFinalize(c.comms[0]) == ncclSuccess &&
+               ncclCommFinalize(c.comms[1]) == ncclSuccess && ncclGroupEnd() == ncclSuccess,
+           "finalize: both ranks finalize at once");
+    float *host = calloc(COUNT, sizeof(float));
+    CUDRV(cu.d2h(host, (CUdeviceptr)(uintptr_t)c.buf, COUNT * sizeof(float), c.s));
+    CUDRV(cu.stream_sync(c.s));
+    int sum = 1;
+    for (int i = 0; i < COUNT; i++)
+        sum &= host[i] == 3.0f;
+    expect(sum, "finalize: the queued all-reduce ran before finalize returned, sum 3");
+    for (int i = 0; i < 2; i++)
+        expect(ncclCommDestroy(c.comms[i]) == ncclSuccess, "finalize: destroy");
+    free(host);
+    CUDRV(cu.free(d));
+    case_end(&c);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGALRM, on_alarm);
     alarm(120);
+    setenv("BRAID_EMU_DELAY_US", "2000", 0);   /* read by the emulated driver's cuInit */
     cudrv_load(&cu);
     const char *only = argc > 1 ? argv[1] : "";
     if (!*only || strstr(only, "abort"))
@@ -150,6 +190,8 @@ int main(int argc, char **argv)
         case_async();
     if (!*only || strstr(only, "mixed"))
         case_mixed();
+    if (!*only || strstr(only, "finalize"))
+        case_finalize();
     printf("device_fault: all cases passed\n");
     return 0;
 }
