@@ -153,6 +153,11 @@ typedef struct braid_transport_ctx {
     braid_conn_t **recv_conns;
     braid_pull_t pull;                  /* set by the transport that lets ranks read each */
     size_t pull_min;                    /* other's buffers, and from which size */
+    /* Where a GPU backend is in use (else NULL): slot memory to map for its kernels after
+     * the transport maps it, and to unmap before (device/device.h). */
+    void (*device_map)(int ordinal, void *p, size_t bytes);
+    void (*device_unmap)(void *p);
+    int device;                         /* this rank's GPU (ncclCommInitRank's current one) */
 } braid_transport_ctx_t;
 
 /* What is known of a peer. */

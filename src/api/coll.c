@@ -126,7 +126,7 @@ static braid_status_t buffers_place(braid_comm_t *comm, const char *what, const 
             BRAID_CHECK(braid_device_check_host(rbuf, what, "recvbuff"));
         return BRAID_OK;
     }
-    braid_ptr_info_t s = { BRAID_MEM_HOST, -1 }, r = { BRAID_MEM_HOST, -1 };
+    braid_ptr_info_t s = { BRAID_MEM_HOST, -1, NULL }, r = { BRAID_MEM_HOST, -1, NULL };
     if (has_send)
         BRAID_CHECK(dev->ptr_info(sbuf, &s));
     if (has_recv)

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "core/comm.h"
+#include "device/device.h"
 
 static braid_status_t ctx_allgather(void *bs, const void *mine, void *all, size_t len)
 {
@@ -47,6 +48,11 @@ static void ctx_fill(braid_comm_t *comm)
         .recv_conns = comm->recv_conns,
         .pull = BRAID_PULL_NONE,
     };
+    if (braid_device() != &braid_device_host) {   /* a GPU: its kernels read the slots */
+        comm->tctx.device_map = braid_device_map_host;
+        comm->tctx.device_unmap = braid_device_unmap_host;
+        comm->tctx.device = comm->cudev;
+    }
 }
 
 braid_status_t braid_comm_transports_setup(braid_comm_t *comm)

@@ -105,12 +105,14 @@ static braid_status_t cuda_ptr_info(const void *p, braid_ptr_info_t *info_p)
 {
     unsigned int type = 0;
     int ordinal = -1, managed = 0;
+    CUdeviceptr dptr = 0;
     int attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                    CU_POINTER_ATTRIBUTE_IS_MANAGED };
-    void *data[] = { &type, &ordinal, &managed };
-    CUresult r = cu.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)p);
+                    CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_DEVICE_POINTER };
+    void *data[] = { &type, &ordinal, &managed, &dptr };
+    CUresult r = cu.cuPointerGetAttributes(4, attrs, data, (CUdeviceptr)(uintptr_t)p);
     info_p->ordinal = -1;
     info_p->kind = BRAID_MEM_HOST;
+    info_p->dptr = NULL;
     if (r != CUDA_SUCCESS)
         return BRAID_OK;          /* memory the driver does not know: plain host memory */
     if (managed) {
@@ -121,6 +123,7 @@ static braid_status_t cuda_ptr_info(const void *p, braid_ptr_info_t *info_p)
         info_p->ordinal = ordinal;
     } else if (type == CU_MEMORYTYPE_HOST) {
         info_p->kind = BRAID_MEM_PINNED;
+        info_p->dptr = (void *)(uintptr_t)dptr;
     }
     return BRAID_OK;
 }
@@ -185,6 +188,19 @@ static braid_status_t cuda_host_alloc(size_t bytes, void **p_p)
 static braid_status_t cuda_host_free(void *p)
 {
     CU_CALL(cuMemFreeHost(p));
+    return BRAID_OK;
+}
+
+static braid_status_t cuda_host_register(void *p, size_t bytes)
+{
+    CU_CALL(cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE |
+                                            CU_MEMHOSTREGISTER_DEVICEMAP));
+    return BRAID_OK;
+}
+
+static braid_status_t cuda_host_unregister(void *p)
+{
+    CU_CALL(cuMemHostUnregister(p));
     return BRAID_OK;
 }
 
@@ -344,6 +360,8 @@ const braid_device_ops_t braid_device_cuda = {
     .mem_free = cuda_mem_free,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
     .copy_async = cuda_copy_async,
     .memset_async = cuda_memset_async,
     .stream_create = cuda_stream_create,

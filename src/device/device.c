@@ -55,3 +55,25 @@ int braid_device_count(void)
     pthread_once(&dev_once, choose);
     return dev_count;
 }
+
+void braid_device_map_host(int ordinal, void *p, size_t bytes)
+{
+    const braid_device_ops_t *ops = braid_device();
+    if (ops == &braid_device_host)
+        return;
+    /* the mapping is portable (every context sees it): a rank numbered past the devices
+     * (ncclCommInitAll of more ranks than GPUs) maps it with device 0 */
+    if (ordinal < 0 || ordinal >= dev_count)
+        ordinal = 0;
+    if (ops->bind(ordinal) < 0 || ops->host_register(p, bytes) < 0)
+        BRAID_INFO(BRAID_SUB_SHM, "%s: %zu bytes at %p stay unmapped for the device (%s): "
+                   "device slices copy them through bounce buffers", ops->name, bytes, p,
+                   braid_err_last());
+}
+
+void braid_device_unmap_host(void *p)
+{
+    const braid_device_ops_t *ops = braid_device();
+    if (ops != &braid_device_host)
+        ops->host_unregister(p);
+}

@@ -31,6 +31,7 @@ typedef enum {
 typedef struct braid_ptr_info {
     braid_mem_kind_t kind;
     int ordinal;             /* device of DEVICE/MANAGED memory, else -1 */
+    void *dptr;              /* PINNED: where kernels reach it (NULL: not mapped) */
 } braid_ptr_info_t;
 
 #define BRAID_IPC_HANDLE_BYTES 64
@@ -52,6 +53,9 @@ typedef struct braid_device_ops {
     braid_status_t (*mem_free)(void *p);
     braid_status_t (*host_alloc)(size_t bytes, void **p_p);   /* pinned, device-mapped */
     braid_status_t (*host_free)(void *p);
+    /* Pin and map existing host memory (a transport's slots) for the device, and undo. */
+    braid_status_t (*host_register)(void *p, size_t bytes);
+    braid_status_t (*host_unregister)(void *p);
     braid_status_t (*copy_async)(void *dst, const void *src, size_t bytes, void *stream);
     braid_status_t (*memset_async)(void *dst, int byte, size_t bytes, void *stream);
     braid_status_t (*stream_create)(void **stream_p);
@@ -87,6 +91,12 @@ extern const braid_device_ops_t braid_device_hip;
 const braid_device_ops_t *braid_device(void);
 /* Devices the backend sees (0 for host). */
 int braid_device_count(void);
+
+/* Memory the device's kernels should reach directly (shared-memory slots): registered with
+ * the GPU backend in use, if any; where that fails, slices copy through bounce buffers
+ * instead (said at INFO). Unmap before the memory goes. */
+void braid_device_map_host(int ordinal, void *p, size_t bytes);
+void braid_device_unmap_host(void *p);
 
 
 /*

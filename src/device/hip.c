@@ -235,6 +235,7 @@ static braid_status_t hip_ptr_info(const void *p, braid_ptr_info_t *info_p)
     hipError_t r = hip.hipPointerGetAttributes(&a, p);
     info_p->kind = BRAID_MEM_HOST;
     info_p->ordinal = -1;
+    info_p->dptr = NULL;
     if (r == hipErrorInvalidValue || r == hipErrorInvalidDevicePointer ||
         r == hipErrorInvalidDevice || r == hipErrorNoDevice) {
         hip_forget(before);
@@ -248,6 +249,8 @@ static braid_status_t hip_ptr_info(const void *p, braid_ptr_info_t *info_p)
         info_p->kind = hip_major() >= 6 ? hip_kind_r6(a.type) : hip_kind_r5(a.type);
     if (info_p->kind == BRAID_MEM_DEVICE || info_p->kind == BRAID_MEM_MANAGED)
         info_p->ordinal = a.device;
+    if (info_p->kind == BRAID_MEM_PINNED)
+        info_p->dptr = a.devicePointer;
     return BRAID_OK;
 }
 
@@ -352,6 +355,18 @@ static braid_status_t hip_host_alloc(size_t bytes, void **p_p)
 static braid_status_t hip_host_free(void *p)
 {
     HIP_CALL(hipHostFree(p));
+    return BRAID_OK;
+}
+
+static braid_status_t hip_host_register(void *p, size_t bytes)
+{
+    HIP_CALL(hipHostRegister(p, bytes, hipHostRegisterPortable | hipHostRegisterMapped));
+    return BRAID_OK;
+}
+
+static braid_status_t hip_host_unregister(void *p)
+{
+    HIP_CALL(hipHostUnregister(p));
     return BRAID_OK;
 }
 
@@ -698,6 +713,8 @@ const braid_device_ops_t braid_device_hip = {
     .mem_free = hip_mem_free,
     .host_alloc = hip_host_alloc,
     .host_free = hip_host_free,
+    .host_register = hip_host_register,
+    .host_unregister = hip_host_unregister,
     .copy_async = hip_copy_async,
     .memset_async = hip_memset_async,
     .stream_create = hip_stream_create,

@@ -83,6 +83,8 @@ enum { hipDeviceAttributeMultiprocessorCount = 63 };   /* same value in 5.x and 
 #define hipStreamNonBlocking 0x1
 #define hipEventDisableTiming 0x2
 #define hipHostMallocMapped 0x2
+#define hipHostRegisterPortable 0x1
+#define hipHostRegisterMapped 0x2
 #define hipMemcpyDefault 4
 #define hipStreamWaitValueGte 0x0        /* waits until (*ptr & mask) >= value */
 #define hipStreamWaitMaskAll 0xffffffffu
@@ -113,6 +115,8 @@ enum { hipStreamCaptureStatusNone = 0 };
     X(hipHostMalloc, hipError_t, (void **p, size_t bytes, unsigned int flags)) \
     X(hipHostFree, hipError_t, (void *p)) \
     X(hipHostGetDevicePointer, hipError_t, (void **dev_p, void *host, unsigned int flags)) \
+    X(hipHostRegister, hipError_t, (void *p, size_t bytes, unsigned int flags)) \
+    X(hipHostUnregister, hipError_t, (void *p)) \
     X(hipMemcpyAsync, hipError_t, \
       (void *dst, const void *src, size_t bytes, int kind, hipStream_t stream)) \
     X(hipMemsetAsync, hipError_t, (void *dst, int value, size_t bytes, hipStream_t stream)) \

@@ -75,6 +75,7 @@ static braid_status_t host_ptr_info(const void *p, braid_ptr_info_t *info_p)
     (void)p;
     info_p->kind = BRAID_MEM_HOST;
     info_p->ordinal = -1;
+    info_p->dptr = NULL;
     return BRAID_OK;
 }
 
@@ -100,6 +101,12 @@ static braid_status_t host_free(void *p)
 {
     (void)p;
     return host_none("freeing device memory");
+}
+
+static braid_status_t host_register(void *p, size_t bytes)
+{
+    (void)p, (void)bytes;
+    return host_none("mapping host memory for a device");
 }
 
 static braid_status_t host_copy(void *dst, const void *src, size_t bytes, void *stream)
@@ -187,6 +194,8 @@ const braid_device_ops_t braid_device_host = {
     .mem_free = host_free,
     .host_alloc = host_alloc,
     .host_free = host_free,
+    .host_register = host_register,
+    .host_unregister = host_free,
     .copy_async = host_copy,
     .memset_async = host_memset,
     .stream_create = host_handle_new,

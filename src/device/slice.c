@@ -3,10 +3,11 @@
  * device, launched on an internal stream of the proxy that runs the schedule.
  *
  * A slice reads a transport slot (host memory) and the call's buffers (device memory) and
- * writes either or both. Slots are copied through two device bounce buffers, so any host
- * memory works as a slot (a slot mapped for the device would save those copies: the later
- * step of issue 19's successors). The slice returns once its outputs are written, because
- * the executor commits the slot right after.
+ * writes either or both. Shared-memory slots are mapped for the device (the transport maps
+ * its segments through braid_device_map_host), so the kernel reads and writes them where
+ * they are; a slot that is not mapped (a network provider's buffer, or a mapping the
+ * runtime refused) goes through one of two device bounce buffers. The slice returns once
+ * its outputs are written, because the executor commits the slot right after.
  *
  * Kernel images, tried in the table's order for the backend: CUDA loads its fatbin (the
  * driver picks the cubin or JITs the PTX) or, on braid's emulated driver, the emu image;
@@ -237,20 +238,36 @@ static braid_status_t slice_kernel(braid_device_exec_t *dx, const braid_device_s
     return launch(dx, dx->k->reduce, a, s->count);
 }
 
+/* Where the kernels reach a slot directly: a mapped slot's device address, else NULL. */
+static void *slot_mapped(braid_device_exec_t *dx, const void *p)
+{
+    braid_ptr_info_t info;
+    if (p == NULL || dx->ops->ptr_info(p, &info) < 0 || info.kind != BRAID_MEM_PINNED)
+        return NULL;
+    return info.dptr;
+}
+
 braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_device_slice_t *s)
 {
     const braid_device_ops_t *ops = dx->ops;
+    const void *in = slot_mapped(dx, s->in);
+    void *out = slot_mapped(dx, s->out);
     braid_kargs_t a;
     memset(&a, 0, sizeof(a));
-    if ((s->in != NULL || s->out != NULL) && s->bytes > dx->bounce_bytes)
+    if (((s->in != NULL && in == NULL) || (s->out != NULL && out == NULL)) &&
+        s->bytes > dx->bounce_bytes)
         return braid_err(BRAID_ERR_INTERNAL, "a %zu-byte slice is larger than the %zu-byte "
                          "device bounce buffers", s->bytes, dx->bounce_bytes);
-    if (s->in != NULL)
+    if (s->in != NULL && in == NULL) {
         BRAID_CHECK(ops->copy_async(dx->bounce_in, s->in, s->bytes, dx->stream));
-    a.out[0] = s->dst != NULL ? s->dst : dx->bounce_out;
-    a.out[1] = s->dst != NULL && s->out != NULL ? dx->bounce_out : NULL;
-    BRAID_CHECK(slice_kernel(dx, s, s->in != NULL ? dx->bounce_in : NULL, &a));
-    if (s->out != NULL)
+        in = dx->bounce_in;
+    }
+    if (s->out != NULL && out == NULL)
+        out = dx->bounce_out;
+    a.out[0] = s->dst != NULL ? s->dst : out;
+    a.out[1] = s->dst != NULL ? out : NULL;
+    BRAID_CHECK(slice_kernel(dx, s, in, &a));
+    if (out == dx->bounce_out)
         BRAID_CHECK(ops->copy_async(s->out, dx->bounce_out, s->bytes, dx->stream));
     return ops->stream_sync(dx->stream);
 }

@@ -38,6 +38,8 @@ run "coll_check -d, 4 ranks on one thread" "$check" -d -q -w 300 -o "$sections" 
 run "coll_check -d, 3 threads" "$check" -d -q -w 300 -o "$sections" -T 3
 run "coll_check -d, 2 processes, every stream operation delayed 200 us" \
     env BRAID_EMU_DELAY_US=200 "$check" -d -q -w 300 -o reduce,move -p 2
+run "coll_check -d, 2 processes, slots not mapped for the device (bounce buffers)" \
+    env BRAID_EMU_NO_HOST_REGISTER=1 "$check" -d -q -w 300 -o reduce,move -p 2
 run "coll_check -d, 4 ranks on one thread, delayed" \
     env BRAID_EMU_DELAY_US=200 "$check" -d -q -w 300 -o reduce -t 4
 # The bandwidth tools: device buffers (a stream per rank, data checked through copies to

@@ -102,7 +102,7 @@ static void test_init(void **state)
 
 static void test_ptr_info_host(void **state)
 {
-    braid_ptr_info_t info = { BRAID_MEM_DEVICE, 5 };
+    braid_ptr_info_t info = { BRAID_MEM_DEVICE, 5, NULL };
     int on_stack = 0;
     char *heap = malloc(4096);
     (void)state;

@@ -428,12 +428,21 @@ static braid_status_t shm_pull_agree(braid_shm_t *shm)
     return st;
 }
 
+/* A segment mapped for a GPU's kernels too, where one is in use (the slots of device
+ * calls are read and written by kernels). */
+static void seg_device_map(const braid_transport_ctx_t *ctx, const shm_map_t *map)
+{
+    if (ctx->device_map != NULL)
+        ctx->device_map(ctx->device, map->base, map->len);
+}
+
 static braid_status_t shm_create_own(braid_shm_t *shm)
 {
     int me = shm->ctx->rank;
     char name[sizeof(shm->name)];
     seg_name(name, sizeof(name), shm->ctx, me);
     BRAID_CHECK(seg_map(name, shm->seg_bytes, 1, &shm->maps[me]));
+    seg_device_map(shm->ctx, &shm->maps[me]);
     memcpy(shm->name, name, sizeof(name));  /* ours to remove from now on */
     shm_ctrl_t *ctrl = shm_ctrl(shm, me);
     ctrl->rank = me;
@@ -477,6 +486,7 @@ static braid_status_t shm_map_peers(braid_shm_t *shm)
         if (st == BRAID_ERR_REMOTE)
             return shm_peer_gone(ctx, r, name);
         BRAID_CHECK(st);
+        seg_device_map(ctx, &shm->maps[r]);
         /* a peer in another pid namespace cannot be watched through /proc */
         shm->pid_visible[r] = braid_proc_alive(ctx->peers[r].pid, ctx->peers[r].starttime) ==
                               BRAID_PROC_ALIVE;
@@ -514,9 +524,13 @@ static void shm_free(braid_shm_t *shm)
     seg_unlink(shm);
     if (!shm->setup_done)
         seg_unlink_peers(ctx);
-    for (int r = 0; r < ctx->nranks; r++)
-        if (shm->maps[r].base != NULL)
-            munmap(shm->maps[r].base, shm->maps[r].len);
+    for (int r = 0; r < ctx->nranks; r++) {
+        if (shm->maps[r].base == NULL)
+            continue;
+        if (ctx->device_unmap != NULL)
+            ctx->device_unmap(shm->maps[r].base);
+        munmap(shm->maps[r].base, shm->maps[r].len);
+    }
     free(shm->maps);
     free(shm->pid_visible);
     free(shm);

@@ -38,6 +38,7 @@ static struct {
     CUresult init_status;
     int ndev;
     unsigned int delay_us;
+    int no_host_register;
     struct CUctx_st *ctx;           /* the primary context of each device */
     pthread_mutex_t lock;           /* retain and release */
 } emu = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -92,6 +93,7 @@ static void emu_init_once(void)
 {
     emu.ndev = (int)env_count("BRAID_EMU_DEVICES", 1, EMU_MAX_DEVICES);
     emu.delay_us = (unsigned int)env_count("BRAID_EMU_DELAY_US", 0, 10000000);
+    emu.no_host_register = env_count("BRAID_EMU_NO_HOST_REGISTER", 0, 1) != 0;
     if (emu.ndev == 0) {
         emu.init_status = CUDA_ERROR_NO_DEVICE;
         return;
@@ -140,6 +142,11 @@ CUcontext emu_device_ctx(CUdevice dev)
 unsigned int emu_delay_us(void)
 {
     return emu.delay_us;
+}
+
+int emu_no_host_register(void)
+{
+    return emu.no_host_register;
 }
 
 static int ctx_active(CUcontext c)

@@ -63,6 +63,9 @@ EMU_HIDDEN int emu_device_count(void);
 EMU_HIDDEN CUcontext emu_device_ctx(CUdevice dev);
 /* BRAID_EMU_DELAY_US, read by cuInit: what each stream sleeps before each operation. */
 EMU_HIDDEN unsigned int emu_delay_us(void);
+/* BRAID_EMU_NO_HOST_REGISTER=1: cuMemHostRegister answers NOT_SUPPORTED, as drivers do on
+ * some systems (tests the callers' way around it). */
+EMU_HIDDEN int emu_no_host_register(void);
 EMU_HIDDEN void emu_sleep_us(unsigned int us);
 /* A failed system call, on stderr: the emulator has no log of its own. */
 EMU_HIDDEN void emu_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -295,6 +295,8 @@ CUresult emu_cuMemHostRegister(void *p, size_t bytes, unsigned int flags)
         return st;
     if (p == NULL || bytes == 0 || (flags & ~known) != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (emu_no_host_register())
+        return CUDA_ERROR_NOT_SUPPORTED;
     emu_alloc_t a = { .base = (uintptr_t)p, .size = bytes, .kind = EMU_MEM_HOST_REG,
                       .dev = c->dev, .fd = -1 };
     pthread_mutex_lock(&table.lock);
