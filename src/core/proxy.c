@@ -47,8 +47,8 @@ struct braid_proxy {
     braid_status_t start_status;
     uint32_t *word;                 /* the last target done */
     uint32_t issued;                /* the last target handed out (callers, under comm lock) */
-    void **free_events;             /* recycled events (under lock) */
-    int nfree, free_cap;
+    void **free_events;             /* recycled events (under lock): room for every one */
+    int nfree, nmade, free_cap;     /* made: events created, the most that can be free */
 };
 
 /* ---- completion words ------------------------------------------------------------------ */
@@ -225,33 +225,32 @@ static braid_status_t proxy_get(braid_comm_t *comm, int ordinal, braid_proxy_t *
     return st;
 }
 
+/* An event for a caller's stream: a recycled one, or a new one with room kept for it in
+ * the free list (so the proxy can always give it back). */
 static braid_status_t event_get(braid_proxy_t *px, void **ev_p)
-{
-    pthread_mutex_lock(&px->lock);
-    void *ev = px->nfree > 0 ? px->free_events[--px->nfree] : NULL;
-    pthread_mutex_unlock(&px->lock);
-    if (ev != NULL) {
-        *ev_p = ev;
-        return BRAID_OK;
-    }
-    return braid_device()->event_create(ev_p);
-}
-
-/* Room for every event this proxy may recycle: one per stream of each queued job. */
-static braid_status_t events_reserve(braid_proxy_t *px, int n)
 {
     braid_status_t st = BRAID_OK;
     pthread_mutex_lock(&px->lock);
-    int need = px->free_cap + n;
-    void **a = realloc(px->free_events, (size_t)need * sizeof(void *));
-    if (a == NULL)
-        st = braid_err(BRAID_ERR_NOMEM, "out of memory queueing a call for the proxy");
-    else {
-        px->free_events = a;
-        px->free_cap = need;
+    if (px->nfree > 0) {
+        *ev_p = px->free_events[--px->nfree];
+        pthread_mutex_unlock(&px->lock);
+        return BRAID_OK;
+    }
+    if (px->nmade == px->free_cap) {
+        int cap = px->free_cap ? 2 * px->free_cap : 8;
+        void **a = realloc(px->free_events, (size_t)cap * sizeof(void *));
+        if (a == NULL)
+            st = braid_err(BRAID_ERR_NOMEM, "out of memory queueing a call for the proxy");
+        else
+            px->free_events = a, px->free_cap = cap;
     }
     pthread_mutex_unlock(&px->lock);
-    return st;
+    BRAID_CHECK(st);
+    BRAID_CHECK(braid_device()->event_create(ev_p));
+    pthread_mutex_lock(&px->lock);
+    px->nmade++;
+    pthread_mutex_unlock(&px->lock);
+    return BRAID_OK;
 }
 
 /* The distinct streams of the job's ops, each with an event recorded on it now. */
@@ -272,7 +271,6 @@ static braid_status_t job_events(braid_proxy_t *px, proxy_job_t *job, void **str
                              "communicator", BRAID_PROXY_MAX_STREAMS);
         streams[n++] = s;
     }
-    BRAID_CHECK(events_reserve(px, n));
     for (int j = 0; j < n; j++) {
         BRAID_CHECK(event_get(px, &job->events[j]));
         job->nevents = j + 1;
