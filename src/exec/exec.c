@@ -263,14 +263,21 @@ static char *ref_ptr(const braid_op_t *op, braid_ref_t r, size_t off)
 /* Produce the slice's value into `out` (a send slot or the destination); `stream`: out is
  * the destination of a call whose outputs are streamed (op->stream_out), so copies into it
  * use non-temporal stores. */
+/* The pre-multiplier of a step's src: only this rank's own input of a reduction is
+ * pre-multiplied (not a partial result that BRAID_STEP_ACC marks). */
+static const braid_scalar_t *slice_pre(const braid_op_t *op, const braid_step_t *st)
+{
+    int own = (st->flags & BRAID_STEP_REDUCE) && !(st->flags & BRAID_STEP_ACC);
+    return own && op->redop.premul ? &op->redop.scalar : NULL;
+}
+
 static void slice_compute(const braid_op_t *op, const braid_step_t *st, void *out,
                           const void *in, const char *src, size_t len, int stream)
 {
     size_t n = len / op->sched.align;
     const braid_redop_spec_t *r = &op->redop;
     int reduce = (st->flags & BRAID_STEP_REDUCE) != 0;
-    int own = reduce && !(st->flags & BRAID_STEP_ACC);   /* src is this rank's input */
-    const braid_scalar_t *pre = own && r->premul ? &r->scalar : NULL;
+    const braid_scalar_t *pre = slice_pre(op, st);
     void (*copy)(void *, const void *, size_t) = stream ? braid_kern_copy_stream
                                                         : braid_kern_copy;
 
@@ -286,30 +293,28 @@ static void slice_compute(const braid_op_t *op, const braid_step_t *st, void *ou
         braid_kern_divide(op->dtype, out, out, n, r->postdiv);
 }
 
-/*
- * Produce a slice into the send slot and/or the destination. With both, go block by block:
- * the copy to the destination then reads a block the computation just left in L1, so the
- * second output costs one write instead of a second pass over memory.
- */
-#define EXEC_BLOCK (16 * 1024)
-
 /* The same computation with device buffers: kernels on the op's device (dst and src are
  * device memory, in and out host memory). */
 static braid_status_t slice_device(const braid_op_t *op, const braid_step_t *st, char *out,
                                    char *dst, const char *in, const char *src, size_t len)
 {
     const braid_redop_spec_t *r = &op->redop;
-    int reduce = (st->flags & BRAID_STEP_REDUCE) != 0;
-    int own = reduce && !(st->flags & BRAID_STEP_ACC);
     braid_device_slice_t s = {
         .out = out, .dst = dst, .in = in, .src = src, .bytes = len,
         .count = len / op->sched.align, .dtype = op->dtype, .op = r->kind,
-        .reduce = reduce && in != NULL && src != NULL,
-        .premul = own && r->premul ? &r->scalar : NULL,
+        .reduce = (st->flags & BRAID_STEP_REDUCE) && in != NULL && src != NULL,
+        .premul = slice_pre(op, st),
         .postdiv = (st->flags & BRAID_STEP_FINAL) ? r->postdiv : 0,
     };
     return braid_device_exec_slice(op->dev, &s);
 }
+
+/*
+ * Produce a slice into the send slot and/or the destination. With both, go block by block:
+ * the copy to the destination then reads a block the computation just left in L1, so the
+ * second output costs one write instead of a second pass over memory.
+ */
+#define EXEC_BLOCK (16 * 1024)
 
 static braid_status_t slice_run(const braid_op_t *op, const braid_step_t *st, char *out,
                                 char *dst, const char *in, const char *src, size_t len)

@@ -27,6 +27,7 @@
 #include "kernels/gpu/emu_abi.h"
 #include "kernels/gpu/images.h"
 #include "kernels/gpu/kargs.h"
+#include "kernels/host/fp.h"
 #include "kernels/kernels.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -37,20 +38,6 @@ static uint64_t rng(void)
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return rng_state;
-}
-
-static uint32_t fbits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static float bitsf(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
 }
 
 static int is_narrow(braid_dtype_t dt)
@@ -152,7 +139,9 @@ static void fill_one(braid_dtype_t dt, unsigned char *p)
     }
     switch (dt) {
     case BRAID_FP32: {
-        float f = kind == 0 ? bitsf(PICK(specials32)) : kind < 3 ? bitsf((uint32_t)bits) : nice();
+        float f = kind == 0  ? braid_fp_from_bits(PICK(specials32))
+                  : kind < 3 ? braid_fp_from_bits((uint32_t)bits)
+                             : nice();
         memcpy(p, &f, 4);
         break;
     }
@@ -234,13 +223,13 @@ static float ref_op(braid_opkind_t op, float x, float y)
             return x;
         if (isnan(x))
             return y;
-        return x == y ? bitsf(fbits(x) & fbits(y)) : x > y ? x : y;
+        return x == y ? braid_fp_from_bits(braid_fp_bits(x) & braid_fp_bits(y)) : x > y ? x : y;
     default:
         if (isnan(y))
             return x;
         if (isnan(x))
             return y;
-        return x == y ? bitsf(fbits(x) | fbits(y)) : x < y ? x : y;
+        return x == y ? braid_fp_from_bits(braid_fp_bits(x) | braid_fp_bits(y)) : x < y ? x : y;
     }
 }
 
