@@ -8,6 +8,7 @@
 
 #include "algorithms/usched.h"
 #include "api/api.h"
+#include "api/coll.h"
 #include "core/enqueue.h"
 #include "device/device.h"
 #include "rccl/rccl.h"
@@ -26,22 +27,30 @@ typedef struct coll_args {
     int has_root;          /* root (or peer) must be a rank */
 } coll_args_t;
 
-static braid_status_t check_op(const braid_comm_t *comm, const coll_args_t *a)
+braid_status_t braid_api_check_dtype(const char *what, int datatype)
 {
-    int op = a->call.op;
-    if (op < 0)
-        return BRAID_OK;
+    if ((unsigned)datatype >= BRAID_NUM_DTYPES)
+        return braid_err(BRAID_ERR_INVALID, "%s: datatype %d is out of range [0, %d)", what,
+                         datatype, BRAID_NUM_DTYPES);
+    return BRAID_OK;
+}
+
+braid_status_t braid_api_check_op(const braid_comm_t *comm, const char *what, int op,
+                                  braid_dtype_t datatype, int reduces)
+{
+    if (op < 0 && reduces)
+        return braid_err(BRAID_ERR_INVALID, "%s: op %d is not a reduction operator", what, op);
     if (op <= 4)
         return BRAID_OK;
     int idx = op - 5;
     if (idx >= comm->npremuls || !comm->premuls[idx].in_use)
         return braid_err(BRAID_ERR_INVALID, "%s: op %d is neither a built-in ncclRedOp_t (0-4) "
                          "nor a live ncclRedOpCreatePreMulSum operator of this communicator",
-                         a->what, op);
-    if (comm->premuls[idx].dtype != a->call.dtype)
+                         what, op);
+    if (comm->premuls[idx].dtype != datatype)
         return braid_err(BRAID_ERR_INVALID, "%s: op %d was created for datatype %s but the call "
-                         "uses %s", a->what, op, braid_dtype_name(comm->premuls[idx].dtype),
-                         braid_dtype_name(a->call.dtype));
+                         "uses %s", what, op, braid_dtype_name(comm->premuls[idx].dtype),
+                         braid_dtype_name(datatype));
     return BRAID_OK;
 }
 
@@ -63,19 +72,14 @@ static braid_status_t check_sizes(const braid_comm_t *comm, coll_args_t *a, size
 static braid_status_t check_args(const braid_comm_t *comm, coll_args_t *a)
 {
     const braid_call_t *c = &a->call;
-    if ((unsigned)c->dtype >= BRAID_NUM_DTYPES)
-        return braid_err(BRAID_ERR_INVALID, "%s: datatype %d is out of range [0, %d)", a->what,
-                         (int)c->dtype, BRAID_NUM_DTYPES);
+    BRAID_CHECK(braid_api_check_dtype(a->what, (int)c->dtype));
     int reduces = c->kind == BRAID_COLL_ALLREDUCE || c->kind == BRAID_COLL_REDUCE ||
                   c->kind == BRAID_COLL_REDUCESCATTER;
-    if (reduces && c->op < 0)
-        return braid_err(BRAID_ERR_INVALID, "%s: op %d is not a reduction operator", a->what,
-                         c->op);
+    BRAID_CHECK(braid_api_check_op(comm, a->what, c->op, c->dtype, reduces));
     if (a->has_root && (c->root < 0 || c->root >= comm->nranks))
         return braid_err(BRAID_ERR_INVALID, "%s: %s %d is out of range [0, %d)", a->what,
                          c->kind == BRAID_COLL_SEND || c->kind == BRAID_COLL_RECV ? "peer" : "root",
                          c->root, comm->nranks);
-    BRAID_CHECK(check_op(comm, a));
     if (c->count == 0)
         return BRAID_OK;
     if ((a->need & NEED_SEND) && c->sendbuf == NULL)
@@ -108,15 +112,9 @@ static braid_status_t check_shape(const braid_comm_t *comm, coll_args_t *a)
     }
 }
 
-/*
- * Where the buffers are: device (or managed) memory makes the call a device call, ordered
- * on the stream; host memory keeps the synchronous host path. Device memory on one side
- * and pageable host memory on the other is refused, as are a capturing stream and, where
- * a GPU runtime is loaded that braid has no backend for, buffers the CPU cannot read.
- */
-static braid_status_t buffers_place(braid_comm_t *comm, const char *what, const void *sbuf,
-                                    int has_send, const void *rbuf, int has_recv,
-                                    void *stream, braid_call_t *call)
+braid_status_t braid_api_buffers_place(braid_comm_t *comm, const char *what, const void *sbuf,
+                                       int has_send, const void *rbuf, int has_recv,
+                                       void *stream, braid_call_t *call)
 {
     const braid_device_ops_t *dev = braid_device();
     if (dev == &braid_device_host) {   /* no GPU backend: the CPU must be able to read */
@@ -160,8 +158,9 @@ static braid_status_t check_buffers(braid_comm_t *comm, coll_args_t *a)
 {
     if (a->call.count == 0)
         return BRAID_OK;
-    return buffers_place(comm, a->what, a->call.sendbuf, (a->need & NEED_SEND) != 0,
-                         a->call.recvbuf, (a->need & NEED_RECV) != 0, a->stream, &a->call);
+    return braid_api_buffers_place(comm, a->what, a->call.sendbuf, (a->need & NEED_SEND) != 0,
+                                   a->call.recvbuf, (a->need & NEED_RECV) != 0, a->stream,
+                                   &a->call);
 }
 
 static braid_status_t coll_run(braid_comm_t *comm, coll_args_t *a)
@@ -364,9 +363,7 @@ static braid_status_t alltoallv(const void *sbuf, const size_t *scounts, const s
     size_t ns = 0, nr = 0;
     BRAID_CHECK(braid_comm_enter(comm, what, 1));
     braid_status_t st = BRAID_OK;
-    if ((unsigned)dt >= ncclNumTypes)
-        st = braid_err(BRAID_ERR_INVALID, "%s: datatype %d is out of range [0, %d)", what,
-                       (int)dt, (int)ncclNumTypes);
+    st = braid_api_check_dtype(what, (int)dt);
     size_t es = st == BRAID_OK ? braid_dtype_size((braid_dtype_t)dt) : 1;
     if (st == BRAID_OK)
         st = check_v_side(comm, what, "send", sbuf, scounts, sdispls, es, &ns);
@@ -377,7 +374,7 @@ static braid_status_t alltoallv(const void *sbuf, const size_t *scounts, const s
                           .root = -1, .sendcounts = scounts, .sdispls = sdispls,
                           .recvcounts = rcounts, .rdispls = rdispls };
     if (st == BRAID_OK)
-        st = buffers_place(comm, what, sbuf, ns > 0, rbuf, nr > 0, stream, &call);
+        st = braid_api_buffers_place(comm, what, sbuf, ns > 0, rbuf, nr > 0, stream, &call);
     if (st == BRAID_OK)
         st = braid_enqueue(comm, &call);
     braid_comm_leave(comm);
