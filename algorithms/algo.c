@@ -61,6 +61,8 @@ void braid_algo_register(const braid_algo_t *a)
 size_t braid_coll_bytes(const braid_coll_t *c)
 {
     size_t b = c->count * braid_dtype_size(c->dtype);
+    if (c->vcounts != NULL)
+        return b;                       /* count is the total of every rank's block */
     switch (c->kind) {
     case BRAID_COLL_ALLGATHER:
     case BRAID_COLL_REDUCESCATTER:
@@ -80,6 +82,24 @@ static int algo_rooted(braid_coll_kind_t kind)
            kind == BRAID_COLL_SEND || kind == BRAID_COLL_RECV;
 }
 
+/* AllGatherV and ReduceScatterV: only the ring knows their blocks, and it is forced (the
+ * tuner and the other builders never see them). */
+static braid_status_t algo_v_check(const braid_coll_t *c)
+{
+    if (c->vcounts == NULL && c->vdispls == NULL)
+        return BRAID_OK;
+    if (c->vcounts == NULL || c->vdispls == NULL ||
+        (c->kind != BRAID_COLL_ALLGATHER && c->kind != BRAID_COLL_REDUCESCATTER) ||
+        c->force != &braid_algo_ring)
+        return braid_err(BRAID_ERR_INTERNAL, "cannot build %s with per-rank counts (%s, %s, "
+                         "algorithm %s): only AllGatherV and ReduceScatterV have them, with "
+                         "both arrays, on the ring (a braid bug, please report it)",
+                         braid_coll_name(c->kind), c->vcounts ? "counts" : "no counts",
+                         c->vdispls ? "displacements" : "no displacements",
+                         c->force ? c->force->name : "the tuner's");
+    return BRAID_OK;
+}
+
 static braid_status_t algo_coll_check(const braid_coll_t *c)
 {
     if ((unsigned)c->kind >= BRAID_COLL_NUM || braid_dtype_size(c->dtype) == 0)
@@ -96,7 +116,7 @@ static braid_status_t algo_coll_check(const braid_coll_t *c)
         (!c->sendcounts || !c->sdispls || !c->recvcounts || !c->rdispls))
         return braid_err(BRAID_ERR_INTERNAL, "cannot build AllToAllv without its counts and "
                          "displacements");
-    return BRAID_OK;
+    return algo_v_check(c);
 }
 
 int braid_algo_index(const braid_algo_t *a)

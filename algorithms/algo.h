@@ -12,6 +12,10 @@
 
 #include "exec/sched.h"
 
+/* The ring (algorithms/ring.c): the one algorithm that builds AllGatherV and
+ * ReduceScatterV (braid_coll_t.vcounts set), which their calls force. */
+extern const braid_algo_t braid_algo_ring;
+
 /* An algorithm's index in braid_algos, or -1. */
 int braid_algo_index(const braid_algo_t *a);
 
@@ -39,7 +43,8 @@ int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double
 
 /* Bytes of the call's message per rank, as cost functions reason about it: the all-reduce,
  * broadcast and reduce buffer; the whole output of all-gather (nranks blocks) and the whole
- * input of reduce-scatter and all-to-all. */
+ * input of reduce-scatter and all-to-all (for AllGatherV and ReduceScatterV: the blocks of
+ * all ranks, count being their total). */
 size_t braid_coll_bytes(const braid_coll_t *coll);
 
 #endif

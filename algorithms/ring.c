@@ -13,6 +13,12 @@
  *
  * With one rank every builder degenerates to one local step (a copy, with REDUCE|FINAL for
  * reductions so that ncclAvg and ncclPreMulSum still scale the value).
+ *
+ * All-gather and reduce-scatter also build braidAllGatherV and braidReduceScatterV
+ * (coll->vcounts set; no other algorithm does): the same steps over blocks of each rank's
+ * own count and displacement. A block of 0 elements makes zero-byte steps, which
+ * braid_sched_add drops on the sending and the receiving rank alike (both compute the
+ * block's bytes from the same counts), so the messages still match in order.
  */
 #include "algorithms/model.h"
 #include "exec/sched.h"
@@ -64,21 +70,38 @@ static braid_status_t ring_allreduce_build(const braid_coll_t *coll, braid_sched
 }
 
 /*
+ * Block b of an all-gather or reduce-scatter, in the buffer that holds all n blocks (the
+ * all-gather's recvbuff, the reduce-scatter's sendbuff): `count` elements at b * count, or
+ * for the V calls vcounts[b] elements at vdispls[b]. Returns the byte offset.
+ */
+static size_t ring_block(const braid_coll_t *coll, int b, size_t *bytes_p)
+{
+    size_t es = braid_dtype_size(coll->dtype);
+    if (coll->vcounts != NULL) {
+        *bytes_p = coll->vcounts[b] * es;
+        return coll->vdispls[b] * es;
+    }
+    *bytes_p = coll->count * es;
+    return (size_t)b * coll->count * es;
+}
+
+/*
  * Ring all-gather: n steps in one stage; block b is rank b's `count` elements, stored at
- * recvbuff + b * count. Step t stores block (r - t) mod n and passes it on, except the last:
+ * recvbuff + b * count (V: vcounts[b] elements at recvbuff + vdispls[b]). Step t stores
+ * block (r - t) mod n and passes it on, except the last:
  *
  *   step      0                 1            ..  n-1
  *   rank r    own -> [r], send  recv [r-1],  ..  recv [r+1]
  *                               store, send
  *
- * In place (sendbuff == recvbuff + r * count) block r is already there: step 0 only sends.
+ * In place (sendbuff == recvbuff + r * count, V: + vdispls[r]) block r is already there:
+ * step 0 only sends.
  */
 static braid_status_t ring_allgather_build(const braid_coll_t *coll, braid_sched_t *s)
 {
     int n = coll->nranks, r = coll->rank;
-    size_t bytes = coll->count * braid_dtype_size(coll->dtype);
     for (int t = 0; t < n; t++) {
-        size_t off = (size_t)braid_mod(r - t, n) * bytes;
+        size_t bytes, off = ring_block(coll, braid_mod(r - t, n), &bytes);
         int keep = t > 0 || !coll->in_place;
         if (!keep && n == 1)
             break;                              /* one rank, in place: nothing to move */
@@ -93,22 +116,22 @@ static braid_status_t ring_allgather_build(const braid_coll_t *coll, braid_sched
 
 /*
  * Ring reduce-scatter: n steps in one stage; block b is the `count` elements that end on
- * rank b. Step t handles block (r - t - 1) mod n, so the partial of block b starts at rank
- * b+1 and, after visiting every rank, ends complete on rank b:
+ * rank b, at sendbuff + b * count (V: vcounts[b] elements at sendbuff + vdispls[b]). Step t
+ * handles block (r - t - 1) mod n, so the partial of block b starts at rank b+1 and, after
+ * visiting every rank, ends complete on rank b:
  *
  *   step      0                 1 .. n-2                n-1
  *   rank r    send pre([r-1])   recv, add pre([r-t-1]),  recv, add pre([r]), FINAL,
- *                               send                     store in recvbuff
+ *                               send                     store at recvbuff + 0
  *
- * In place (recvbuff == sendbuff + r * count) block r is read and written only by the last
- * step, at the same offsets, which the kernels allow.
+ * In place (recvbuff == sendbuff + r * count, V: + vdispls[r]) block r is read and written
+ * only by the last step, at the same offsets, which the kernels allow.
  */
 static braid_status_t ring_reducescatter_build(const braid_coll_t *coll, braid_sched_t *s)
 {
     int n = coll->nranks, r = coll->rank;
-    size_t bytes = coll->count * braid_dtype_size(coll->dtype);
     for (int t = 0; t < n; t++) {
-        size_t off = (size_t)braid_mod(r - t - 1, n) * bytes;
+        size_t bytes, off = ring_block(coll, braid_mod(r - t - 1, n), &bytes);
         int final = t == n - 1;
         BRAID_CHECK(braid_sched_add(s, t > 0 ? braid_mod(r - 1, n) : -1,
                                     final ? -1 : braid_mod(r + 1, n),
@@ -135,7 +158,8 @@ static braid_status_t ring_build(const braid_coll_t *coll, braid_sched_t *s)
 
 /*
  * 2(n-1) (all-reduce) or n-1 steps of a chunk each, pipelined, over the slowest link of
- * the ring; between hosts the ring's links that leave one host share its NIC.
+ * the ring; between hosts the ring's links that leave one host share its NIC. (The V calls
+ * are forced to the ring and never priced; were they, their mean block stands for a chunk.)
  */
 static double ring_cost(const braid_coll_t *c, const braid_model_t *m)
 {

@@ -113,7 +113,8 @@ typedef struct braid_coll {
     int rank, nranks;
     int root;                    /* broadcast, reduce, gather, scatter; peer for send/recv */
     size_t count;                /* per the NCCL call: allgather sendcount, reduce-scatter
-                                  * recvcount, alltoall per-peer count, send/recv count */
+                                  * recvcount, alltoall per-peer count, send/recv count;
+                                  * AllGatherV / ReduceScatterV: the total of vcounts */
     int in_place;                /* the caller's buffers alias as NCCL defines in-place */
     /* Communicator facts agreed by every rank at init: whether and how ranks read each
      * other's buffers, and the size (bytes of the call's largest buffer) from which the
@@ -122,12 +123,16 @@ typedef struct braid_coll {
     size_t pull_min;
     /* alltoallv only: element counts and displacements, nranks each */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+    const size_t *vcounts, *vdispls;   /* AllGatherV / ReduceScatterV: per-rank element
+                                        * counts and displacements (nranks each); NULL
+                                        * otherwise */
     /* The communicator's layout (NULL: every rank on one host) and its tuning (NULL: the
      * default cost model, every algorithm allowed; not const: the tuner remembers its last
      * choice there). */
     const struct braid_topo *topo;
     struct braid_tune *tune;
-    /* Run this algorithm, no other (mscclRunAlgo); NULL: the tuner chooses. */
+    /* Run this algorithm, no other (mscclRunAlgo; the ring for AllGatherV and
+     * ReduceScatterV); NULL: the tuner chooses. */
     const struct braid_algo *force;
 } braid_coll_t;
 
