@@ -10,6 +10,7 @@
 
 #include "core/enqueue.h"
 #include "core/proxy.h"
+#include "algorithms/algo.h"
 #include "base/log.h"
 
 typedef struct group_job {
@@ -91,15 +92,25 @@ static void op_header(braid_comm_t *comm, const braid_call_t *call, const braid_
         op->expect.kind = BRAID_COLL_SEND;   /* a receive matches the peer's send */
 }
 
+/* Byte offset of rank `owner`'s block in the buffer of every rank's blocks: the
+ * all-gather's recvbuff, the reduce-scatter's sendbuff, the root's buffer of gather and
+ * scatter (vdispls for the V calls). */
+static size_t call_own_off(const braid_call_t *c, int owner)
+{
+    size_t es = braid_dtype_size(c->dtype);
+    if (c->vcounts != NULL)
+        return c->vdispls[owner] * es;
+    return (size_t)owner * c->count * es;
+}
+
 static int call_in_place(const braid_comm_t *comm, const braid_call_t *c)
 {
-    size_t es = braid_dtype_size(c->dtype), blk = c->count * es;
     const char *s = c->sendbuf, *r = c->recvbuf;
     switch (c->kind) {
-    case BRAID_COLL_ALLGATHER: return s == r + (size_t)comm->rank * blk;
-    case BRAID_COLL_REDUCESCATTER: return r == s + (size_t)comm->rank * blk;
-    case BRAID_COLL_GATHER: return s == r + (size_t)c->root * blk;
-    case BRAID_COLL_SCATTER: return r == s + (size_t)c->root * blk;
+    case BRAID_COLL_ALLGATHER: return s == r + call_own_off(c, comm->rank);
+    case BRAID_COLL_REDUCESCATTER: return r == s + call_own_off(c, comm->rank);
+    case BRAID_COLL_GATHER: return s == r + call_own_off(c, c->root);
+    case BRAID_COLL_SCATTER: return r == s + call_own_off(c, c->root);
     default: return s == r;
     }
 }
@@ -107,7 +118,9 @@ static int call_in_place(const braid_comm_t *comm, const braid_call_t *c)
 /* Bytes of the receive buffer that the call writes on this rank. */
 static size_t call_out_bytes(const braid_comm_t *comm, const braid_call_t *c)
 {
-    size_t blk = c->count * braid_dtype_size(c->dtype);
+    size_t es = braid_dtype_size(c->dtype), blk = c->count * es;
+    if (c->vcounts != NULL)   /* count is the total: all of it lands here, or our block */
+        return c->kind == BRAID_COLL_ALLGATHER ? blk : c->vcounts[comm->rank] * es;
     switch (c->kind) {
     case BRAID_COLL_ALLGATHER:
     case BRAID_COLL_ALLTOALL:
@@ -129,8 +142,11 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
         .root = call->root, .count = call->count, .in_place = call_in_place(comm, call),
         .sendcounts = call->sendcounts, .sdispls = call->sdispls,
         .recvcounts = call->recvcounts, .rdispls = call->rdispls,
+        .vcounts = call->vcounts, .vdispls = call->vdispls,
         .topo = &comm->topo, .tune = &comm->tune, .force = call->algo,
     };
+    if (call->vcounts != NULL)
+        coll.force = &braid_algo_ring;   /* the one builder of per-rank blocks */
     coll.pull = call->on_device ? 0 : comm->tctx.pull;   /* pulls read host memory */
     coll.pull_min = comm->tctx.pull_min;
     braid_sched_init(&op->sched, braid_dtype_size(call->dtype));

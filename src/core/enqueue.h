@@ -15,11 +15,15 @@ typedef struct braid_call {
     braid_coll_kind_t kind;
     const void *sendbuf;
     void *recvbuf;
-    size_t count;
+    size_t count;               /* elements, per the NCCL call; AllGatherV /
+                                 * ReduceScatterV: the total of vcounts */
     braid_dtype_t dtype;
     int op;                     /* ncclRedOp_t value; -1 when the call has none */
     int root;                   /* root, or the peer of send/recv; -1 when none */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;   /* alltoallv */
+    const size_t *vcounts, *vdispls;   /* AllGatherV / ReduceScatterV: per-rank element
+                                        * counts and displacements (nranks each); NULL
+                                        * otherwise */
     const braid_algo_t *algo;   /* run this algorithm (mscclRunAlgo); NULL: the tuner's */
     void *stream;               /* the caller's stream */
     int on_device;              /* device buffers (of device `ordinal`): the call runs on
