@@ -8,6 +8,10 @@
  * Every algorithm must run cases of every collective it claims (declining them all is a
  * failure), and the program fails when it ran no case.
  *
+ * Then braidAllGatherV and braidReduceScatterV (per-rank counts and displacements), which
+ * only the ring builds: uneven counts with zeros, blocks in and out of rank order with gaps,
+ * in and out of place, on 1 to 33 ranks, against a reference; gaps must stay untouched.
+ *
  * BRAID_TEST_ALGO=name runs one algorithm only (a name that matches none fails);
  * BRAID_TEST_MAXN=k stops at k ranks (for working on one algorithm). Both are said when set;
  * `make check` unsets them (Makefile.am), so the suite runs everything.
@@ -22,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "algorithms/algo.h"
 #include "algorithms/model.h"
 #include "tests/unit/sched_harness.h"
 #include "topo/topo.h"
@@ -227,11 +232,188 @@ static void test_tuner_choice(void **state)
         algo_all(NULL);
 }
 
+/* ---- AllGatherV and ReduceScatterV on the ring -------------------------------------- */
+
+enum { V_SHAPES = 4 };
+
+/*
+ * Block b's count and displacement (elements) in shape k: 0 uneven counts with zeros,
+ * blocks in reverse rank order with a 2-element gap; 1 one rank's block only, after a gap;
+ * 2 counts b (rank 0 empty), packed in rank order; 3 blocks of several slices, every
+ * other rank's empty, in rank order with a 3-element gap. Returns the span of the blocks.
+ */
+static size_t v_layout(int k, int n, size_t *counts, size_t *displs)
+{
+    size_t span = 0;
+    for (int i = 0; i < n; i++) {
+        int b = k == 0 ? n - 1 - i : i;
+        switch (k) {
+        case 0: counts[b] = (size_t)((b * 7 + 3) % 5); break;
+        case 1: counts[b] = b == n / 2 ? 11 : 0; break;
+        case 2: counts[b] = (size_t)b; break;
+        default: counts[b] = b % 2 ? 0 : 23 + (size_t)b; break;
+        }
+        span += k == 1 && i == 0 ? 5 : 0;
+        displs[b] = span;
+        span += counts[b] + (k == 0 ? 2 : k == 3 ? 3 : 0);
+    }
+    return span;
+}
+
+static int32_t v_value(int r, size_t i)
+{
+    return (int32_t)((r * 131 + (int)(i % 1000) * 17) % 201) - 100;
+}
+
+/* One case's buffers on every rank, and the calls. */
+typedef struct v_case {
+    braid_coll_kind_t kind;
+    int n, in_place, op;        /* op: OP_SUM, OP_MAX or OP_AVG (reduce-scatter) */
+    size_t counts[SH_MAXR], displs[SH_MAXR], span, total;
+    int32_t *all[SH_MAXR];      /* the buffer of every block (span elements) */
+    int32_t *own[SH_MAXR];      /* this rank's block, its own or inside all[] in place */
+    braid_sim_call_t calls[SH_MAXR];
+} v_case_t;
+
+static void v_case_rank(v_case_t *v, int r)
+{
+    int gather = v->kind == BRAID_COLL_ALLGATHER;
+    size_t c = v->counts[r];
+    v->all[r] = malloc(v->span * 4 + 4);
+    for (size_t i = 0; i < v->span; i++)   /* all-gather: garbage to keep in the gaps */
+        v->all[r][i] = gather ? -7777 : v_value(r, i);
+    v->own[r] = v->in_place ? v->all[r] + v->displs[r] : malloc(c * 4 + 4);
+    for (size_t i = 0; gather && i < c; i++)
+        v->own[r][i] = v_value(r, v->displs[r] + i);
+    braid_sim_call_t *sc = &v->calls[r];
+    memset(sc, 0, sizeof(*sc));
+    sc->rank = r;
+    sc->coll = (braid_coll_t){ .kind = v->kind, .dtype = BRAID_INT32, .rank = r,
+                               .nranks = v->n, .root = -1, .count = v->total,
+                               .in_place = v->in_place, .vcounts = v->counts,
+                               .vdispls = v->displs, .force = &braid_algo_ring };
+    sc->sendbuf = gather ? (void *)v->own[r] : (void *)v->all[r];
+    sc->recvbuf = gather ? (void *)v->all[r] : (void *)v->own[r];
+    sc->redop.kind = gather ? BRAID_OP_SUM : v->op == OP_MAX ? BRAID_OP_MAX : BRAID_OP_SUM;
+    sc->redop.postdiv = !gather && v->op == OP_AVG ? (uint64_t)v->n : 0;
+    sc->hdr = (braid_msg_hdr_t){ .seq = 1, .count = v->total, .kind = (uint8_t)v->kind,
+                                 .dtype = BRAID_INT32, .op = gather ? 255 : (uint8_t)v->op,
+                                 .root = -1 };
+    sc->expect = sc->hdr;
+}
+
+/* What element i of block b holds after the call. */
+static int32_t v_want(const v_case_t *v, int b, size_t i)
+{
+    if (v->kind == BRAID_COLL_ALLGATHER)
+        return v_value(b, v->displs[b] + i);
+    int64_t acc = v_value(0, v->displs[b] + i);
+    for (int r = 1; r < v->n; r++) {
+        int32_t x = v_value(r, v->displs[b] + i);
+        acc = v->op == OP_MAX ? (x > acc ? x : acc) : acc + x;
+    }
+    return (int32_t)(v->op == OP_AVG ? acc / v->n : acc);
+}
+
+static void v_check(const v_case_t *v, const char *desc)
+{
+    for (int r = 0; r < v->n; r++) {
+        int gather = v->kind == BRAID_COLL_ALLGATHER;
+        for (size_t i = 0; i < v->counts[r] && !gather; i++)
+            if (v->own[r][i] != v_want(v, r, i))
+                fail_msg("%s: rank %d element %zu is %d, want %d", desc, r, i,
+                         (int)v->own[r][i], (int)v_want(v, r, i));
+        for (size_t i = 0; i < v->span && gather; i++) {
+            int b = 0;
+            while (b < v->n && !(i >= v->displs[b] && i < v->displs[b] + v->counts[b]))
+                b++;
+            int32_t want = b < v->n ? v_want(v, b, i - v->displs[b]) : -7777;
+            if (v->all[r][i] != want)
+                fail_msg("%s: rank %d recvbuff[%zu] (%s %d) is %d, want %d", desc, r, i,
+                         b < v->n ? "block" : "a gap, after block", b < v->n ? b : -1,
+                         (int)v->all[r][i], (int)want);
+        }
+    }
+}
+
+/* Every step of every rank stays inside the buffers the call passed. */
+static void v_check_refs(const v_case_t *v, const char *desc)
+{
+    for (int r = 0; r < v->n; r++) {
+        braid_sched_t s;
+        int gather = v->kind == BRAID_COLL_ALLGATHER;
+        size_t all = v->span * 4, own = v->counts[r] * 4;
+        size_t lim[BRAID_BUF_NUM] = { 0, gather ? own : all, gather ? all : own };
+        assert_int_equal(braid_algo_build(&v->calls[r].coll, &s, NULL), BRAID_OK);
+        for (int i = 0; i < s.nsteps; i++) {
+            const braid_step_t *st = &s.steps[i];
+            if ((st->src.buf && st->src.off + st->bytes > lim[st->src.buf]) ||
+                (st->dst.buf && st->dst.off + st->bytes > lim[st->dst.buf]) ||
+                st->src.buf > BRAID_BUF_RECV || st->dst.buf > BRAID_BUF_RECV)
+                fail_msg("%s: rank %d step %d leaves the call's buffers", desc, r, i);
+        }
+        braid_sched_free(&s);
+    }
+}
+
+static void v_run(braid_coll_kind_t kind, int n, int shape, int in_place, int op)
+{
+    v_case_t v = { .kind = kind, .n = n, .in_place = in_place, .op = op };
+    braid_sim_result_t res;
+    char desc[160];
+    v.span = v_layout(shape, n, v.counts, v.displs);
+    for (int r = 0; r < n; r++)
+        v.total += v.counts[r];
+    snprintf(desc, sizeof(desc), "ring %sV n=%d shape %d total %zu %s op %d",
+             braid_coll_name(kind), n, shape, v.total, in_place ? "in-place" : "out-of-place",
+             op);
+    for (int r = 0; r < n; r++)
+        v_case_rank(&v, r);
+    v_check_refs(&v, desc);
+    if (braid_sim_run(&sh_cfg_tight, n, v.calls, n, &res) != 0)
+        fail_msg("%s: %s", desc, res.msg);
+    v_check(&v, desc);
+    for (int r = 0; r < n; r++) {
+        if (!in_place)
+            free(v.own[r]);
+        free(v.all[r]);
+    }
+    sh_cases_run++;
+}
+
+/* A V call reaches no builder but the ring: unforced, algo.c refuses it. */
+static void v_unforced(void)
+{
+    size_t counts[2] = { 1, 2 }, displs[2] = { 0, 1 };
+    braid_coll_t c = { .kind = BRAID_COLL_ALLGATHER, .dtype = BRAID_INT32, .rank = 0,
+                       .nranks = 2, .root = -1, .count = 3, .vcounts = counts,
+                       .vdispls = displs };
+    braid_sched_t s;
+    assert_int_equal(braid_algo_build(&c, &s, NULL), BRAID_ERR_INTERNAL);
+}
+
+static void test_ring_v(void **state)
+{
+    static const int ops[] = { OP_SUM, OP_MAX, OP_AVG };
+    int maxn = env_int("BRAID_TEST_MAXN", SH_MAXR);
+    (void)state;
+    if (!algo_wanted(&braid_algo_ring))
+        return;
+    v_unforced();
+    for (int n = 1; n <= maxn && n <= SH_MAXR; n++)
+        for (int shape = 0; shape < V_SHAPES; shape++)
+            for (int ip = 0; ip < 2; ip++) {
+                v_run(BRAID_COLL_ALLGATHER, n, shape, ip, OP_SUM);
+                v_run(BRAID_COLL_REDUCESCATTER, n, shape, ip, ops[(n + shape + ip) % 3]);
+            }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_algorithm),
         cmocka_unit_test(test_tuner_choice),
+        cmocka_unit_test(test_ring_v),
     };
     if (only_algo() != NULL)
         printf("test_algos: BRAID_TEST_ALGO=%s: that algorithm only, not the others nor the "
