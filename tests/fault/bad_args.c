@@ -15,7 +15,8 @@
  * such pair, and communicators already destroyed or aborted.
  *
  * Classes: NULL where data is needed; datatype, op, root, peer out of range; a count whose
- * byte size overflows; a PreMulSum op of another communicator or datatype; a destroyed or
+ * byte size overflows; braid.h's uneven collectives (a count that is not the rank's,
+ * overlapping blocks); a PreMulSum op of another communicator or datatype; a destroyed or
  * aborted communicator; ncclGroupEnd without ncclGroupStart; bad config magic or fields;
  * nranks 0; rank out of range; a bad unique id; and a bad call inside a group.
  */
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "braid.h"
 #include "fault_util.h"
 #include "rccl/rccl.h"
 
@@ -401,12 +403,40 @@ static void bad_coll_ops_and_comms(void)
     comm_works("calls on dead communicators");
 }
 
+/* braid.h's uneven collectives (no NCCL twin: braid's own checks, with NCCL's code for a
+ * bad argument). tests/integration/coll_v.c checks the rest of their arguments. */
+static void bad_coll_v(void)
+{
+    ncclComm_t c = A[0];   /* rank 0 of 2 */
+    size_t cnt[2] = { 2, 3 }, dsp[2] = { 0, 4 }, lap[2] = { 2, 0 };   /* [2, 4) and [0, 3) */
+    BADC("braidAllGatherV(displs NULL)", IA,
+         braidAllGatherV(in, 2, out, cnt, NULL, ncclInt32, c, NULL), "displs", "NULL");
+    BADC("braidAllGatherV(sendcount 3, recvcounts[0] 2)", IA,
+         braidAllGatherV(in, 3, out, cnt, dsp, ncclInt32, c, NULL), "sendcount 3",
+         "recvcounts[0] = 2");
+    BADC("braidReduceScatterV(blocks overlap)", IA,
+         braidReduceScatterV(in, cnt, lap, out, 2, ncclInt32, ncclSum, c, NULL), "overlap",
+         "rank 1");
+    BADC("braidReduceScatterV(sendcounts[1] SIZE_MAX/2)", IA,
+         braidReduceScatterV(in, (size_t[]){ 2, SIZE_MAX / 2 }, dsp, out, 2, ncclInt32, ncclSum,
+                             c, NULL), "sendcounts[1]", "overflow");
+    BADC("braidReduceScatterV(op 5, none created)", IA,
+         braidReduceScatterV(in, cnt, dsp, out, 2, ncclInt32, (ncclRedOp_t)5, c, NULL), "op",
+         "5");
+    BAD("braidAllGatherV(destroyed comm)", IA,
+        braidAllGatherV(in, 2, out, cnt, dsp, ncclInt32, dead, NULL), "not a live", NULL);
+    BAD("braidReduceScatterV(aborted comm)", IA,
+        braidReduceScatterV(in, cnt, dsp, out, 2, ncclInt32, ncclSum, aborted, NULL),
+        "not a live", NULL);
+}
+
 static void bad_collectives(void)
 {
     bad_coll_buffers();
     bad_coll_ranges();
     bad_coll_sizes();
     bad_coll_ops_and_comms();
+    bad_coll_v();
 }
 
 /* One thread drives both ranks: a bad call inside the group must fail the group at

@@ -10,7 +10,7 @@
  *
  *   -q           quick: no large counts (sanitizer builds)
  *   -o LIST      only these sections (comma list): reduce random move p2p group split
- *                shrink nonblocking; and api debug narrow, which run only when named
+ *                shrink nonblocking v; and api debug narrow, which run only when named
  *                (run_coll.sh names them in a few runs: the variants gain them nothing;
  *                narrow checks every op of all-reduce on 3+ ranks only under
  *                NCCL_ALGO=allreduce:oneshot, whose order of combination it knows)
@@ -91,6 +91,7 @@ static const section_t sections[] = {
     { "move", cc_test_move, 0 }, { "p2p", cc_test_p2p, 0 },
     { "group", cc_test_mixed_group, 0 }, { "split", cc_test_split, 0 },
     { "shrink", cc_test_shrink, 0 }, { "nonblocking", cc_test_nonblocking, 0 },
+    { "v", cc_test_v, 0 },
     { "api", cc_test_api, 1 }, { "debug", cc_test_debug, 1 }, { "narrow", cc_test_narrow, 1 },
 };
 

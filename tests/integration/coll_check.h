@@ -18,6 +18,8 @@
  *   coll_narrow.c  fp16, bf16 and fp8 reductions of random inputs checked byte for byte
  *                  against a reference of its own, conversions included (section narrow,
  *                  run only when named)
+ *   coll_v.c       braid.h's braidAllGatherV and braidReduceScatterV: uneven counts with
+ *                  zeros and gaps, in and out of place, and their bad arguments (section v)
  *
  * Every rank computes the values of every other rank from (rank, index, salt), so results
  * are checked without extra communication. Values are chosen so that every partial result
@@ -98,6 +100,13 @@ uint64_t cc_hash(const void *buf, size_t bytes);
 /* Replicate buf[0, have) until buf[0, total) is filled (bytes). */
 void cc_repeat(void *buf, size_t have, size_t total);
 uint64_t cc_rng(uint64_t *state);
+
+/* ---- the reductions' reference (coll_reduce.c) ---- */
+/* The family of values an op's inputs come from, and its PreMulSum scalar (1 for others). */
+cc_val_t cc_op_family(int op);
+double cc_op_scalar(int op);
+/* The exact result of element idx of a reduction over n ranks' inputs of that family. */
+double cc_red_expect(int type, int op, int n, uint32_t salt, size_t idx);
 
 /* ---- buffers with guards (coll_util.c) ---- */
 typedef struct cc_buf {
@@ -187,6 +196,7 @@ void cc_test_nonblocking(cc_world_t *w);
 void cc_test_api(cc_world_t *w);
 void cc_test_debug(cc_world_t *w);
 void cc_test_narrow(cc_world_t *w);
+void cc_test_v(cc_world_t *w);
 /* A section's last word: rank 0 prints how many cases it ran; a rank that ran none fails. */
 void cc_section_done(const cc_world_t *w, const char *section, long cases);
 /* ncclCommFinalize (grouped when one thread holds several) then ncclCommDestroy. */

@@ -16,7 +16,7 @@
 
 static const char *const red_names[] = { "ncclAllReduce", "ncclReduce", "ncclReduceScatter" };
 
-static cc_val_t op_family(int op)
+cc_val_t cc_op_family(int op)
 {
     switch (op) {
     case CC_SUM: return CC_VAL_SUM;
@@ -28,17 +28,17 @@ static cc_val_t op_family(int op)
     }
 }
 
-static double op_scalar(int op)
+double cc_op_scalar(int op)
 {
     return op == CC_PMS_HOST ? PMS_HOST_SCALAR : op == CC_PMS_DEV ? PMS_DEV_SCALAR : 1.0;
 }
 
 /* The exact result of element idx over all ranks (every partial is exact by design). */
-static double expect_one(int type, int op, int n, uint32_t salt, size_t idx)
+double cc_red_expect(int type, int op, int n, uint32_t salt, size_t idx)
 {
     const cc_type_t *t = &cc_types[type];
-    cc_val_t fam = op_family(op);
-    double s = op_scalar(op), acc = cc_value(type, fam, n, 0, idx, salt, s);
+    cc_val_t fam = cc_op_family(op);
+    double s = cc_op_scalar(op), acc = cc_value(type, fam, n, 0, idx, salt, s);
     for (int r = 1; r < n; r++) {
         double v = cc_value(type, fam, n, r, idx, salt, s);
         switch (op) {
@@ -60,11 +60,11 @@ static double *expect_range(int type, int op, int n, uint32_t salt, size_t idx0,
     double *e = cc_xmalloc((count ? count : 1) * sizeof(double));
     if (idx0 % CC_PERIOD != 0 || count <= CC_PERIOD) {
         for (size_t i = 0; i < count; i++)
-            e[i] = expect_one(type, op, n, salt, idx0 + i);
+            e[i] = cc_red_expect(type, op, n, salt, idx0 + i);
         return e;
     }
     for (size_t i = 0; i < CC_PERIOD; i++)   /* values repeat: so do the results */
-        e[i] = expect_one(type, op, n, salt, idx0 + i);
+        e[i] = cc_red_expect(type, op, n, salt, idx0 + i);
     cc_repeat(e, CC_PERIOD * sizeof(double), count * sizeof(double));
     return e;
 }
@@ -133,8 +133,8 @@ static void bufs_setup(const cc_world_t *w, cc_kind_t k, const cc_case_t *c, int
     int is_root = k != CC_K_REDUCE || rank == c->root;
     memset(b, 0, sizeof(*b));
     cc_buf_alloc(&b->send, in * es);
-    cc_fill(c->type, op_family(c->op), w->nranks, rank, salt, op_scalar(c->op), b->send.data,
-            in);
+    cc_fill(c->type, cc_op_family(c->op), w->nranks, rank, salt, cc_op_scalar(c->op),
+            b->send.data, in);
     b->saved = cc_xmalloc(in * es);
     memcpy(b->saved, b->send.data, in * es);
     b->sp = b->send.data;

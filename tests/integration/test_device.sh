@@ -1,11 +1,11 @@
 #!/bin/bash
 # Device buffers on braid's emulated CUDA driver (src/device/emu, built as
 # src/device/emu/.libs/libcuda.so.1): every collective, type and op through coll_check -d
-# on 1 to 4 processes, 4 ranks driven by one thread (one stream for all, in groups) and 3
-# threads with a rank each; every queued operation of the emulated streams delayed
-# (BRAID_EMU_DELAY_US), so a library that reads a buffer before its stream wrote it, or
-# returns its result late, fails the checks; then the failure cases (tests/fault/
-# device_fault.c: abort, asynchronous error, mixed buffers).
+# (braid.h's uneven ones too, section v) on 1 to 4 processes, 4 ranks driven by one thread
+# (one stream for all, in groups) and 3 threads with a rank each; every queued operation of
+# the emulated streams delayed (BRAID_EMU_DELAY_US), so a library that reads a buffer
+# before its stream wrote it, or returns its result late, fails the checks; then the
+# failure cases (tests/fault/device_fault.c: abort, asynchronous error, mixed buffers).
 # Exit status as automake reads it: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -17,7 +17,7 @@ for f in "$emu/libcuda.so.1" "$check" "$fault"; do
 done
 export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export BRAID_TIMEOUT=${BRAID_TIMEOUT:-60} BRAID_BOOTSTRAP_TIMEOUT=${BRAID_BOOTSTRAP_TIMEOUT:-30}
-sections=reduce,move,p2p,group
+sections=reduce,move,p2p,group,v
 fail=0
 run() {   # description, then the command
     local what=$1
