@@ -64,6 +64,15 @@ void braid_kern_copy(void *dst, const void *src, size_t bytes);
  * of the destination lines and leave the cache to the data still in use. */
 void braid_kern_copy_stream(void *dst, const void *src, size_t bytes);
 
+/*
+ * dst[i] = (accumulate ? dst[i] : 0) + scale * src[i], converted from sdt to ddt, for
+ * floating-point types only (kernels/host/cast.c). Computed in fp32, or fp64 where either
+ * type is fp64, and rounded to nearest even; scale NULL is 1. Same type, no scale and no
+ * accumulation is a copy. dst may alias src only when both types have the same size.
+ */
+void braid_kern_cast(braid_dtype_t ddt, void *dst, braid_dtype_t sdt, const void *src,
+                     size_t count, const double *scale, int accumulate);
+
 /* Scalar conversions, exposed for tests and for ncclRedOpCreatePreMulSum. */
 float braid_fp16_to_float(uint16_t h);
 uint16_t braid_float_to_fp16(float f);

@@ -13,6 +13,11 @@
  *       with nin == 2 that is bit for bit braid_kern_reduce() of kernels/host. nin == 1
  *       is a scale (mask bit 0), a division (postdiv) or a typed copy.
  *   braid_k_copy: out[0] (and out[1] when not NULL) = in[0], `count` bytes, any alignment.
+ *   braid_k_cast: for i < count: out[0][i] = (accumulate ? out[0][i] : 0) + s * in[0][i],
+ *       in[0] of type dtype_in, out[0] of type dtype, both floating-point; s = premul.f
+ *       when bit 0 of premul_mask is set, else 1. Computed in fp32, or fp64 when either type
+ *       is fp64, rounded to nearest even: bit for bit braid_kern_cast() of kernels/host.
+ *       out[0] may be in[0] when both types have the same size.
  *
  * Launch: any grid and block (1-D); kernels loop grid-stride, so every element is done
  * once whatever the launch size (the emulator runs every thread of the grid in turn).
@@ -38,10 +43,13 @@ typedef struct braid_kargs {
     int32_t dtype;              /* braid_dtype_t (NCCL's numbering) */
     int32_t op;                 /* braid_opkind_t: sum, prod, max, min */
     uint32_t premul_mask;
+    int32_t dtype_in;           /* braid_k_cast: in[0]'s braid_dtype_t */
+    int32_t accumulate;         /* braid_k_cast: add to out[0] */
 } braid_kargs_t;
 
 #define BRAID_KERNEL_REDUCE "braid_k_reduce"
 #define BRAID_KERNEL_COPY "braid_k_copy"
+#define BRAID_KERNEL_CAST "braid_k_cast"
 
 /* The image the emulated driver's cuModuleLoadData accepts (and the real one rejects):
  * this string, NUL included. Its kernels are the host build of kernels/gpu (emu_abi.h). */

@@ -143,6 +143,19 @@ void braid_kern_reduce(braid_dtype_t dt, braid_opkind_t op, void *dst, const voi
     kern_table()->reduce[dt][op](dst, a, b, count, premul);
 }
 
+void braid_kern_cast(braid_dtype_t ddt, void *dst, braid_dtype_t sdt, const void *src,
+                     size_t count, const double *scale, int accumulate)
+{
+    if (count == 0 || !braid_dtype_is_float(ddt) || !braid_dtype_is_float(sdt))
+        return;
+    if (ddt == sdt && scale == NULL && !accumulate) {
+        if (dst != src)
+            memmove(dst, src, count * braid_dtype_size(ddt));
+        return;
+    }
+    kern_table()->cast(ddt, dst, sdt, src, count, scale, accumulate);
+}
+
 void braid_kern_scale(braid_dtype_t dt, void *dst, const void *src, size_t count,
                       const braid_scalar_t *premul)
 {

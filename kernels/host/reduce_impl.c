@@ -383,4 +383,5 @@ const braid_kern_table_t KERN_CAT(braid_kern_table_, BRAID_KERN_SUFFIX) = {
         [BRAID_INT64] = divide_i64,  [BRAID_UINT64] = divide_u64,
     },
     .copy_large = kern_copy_large,
+    .cast = KERN_CAT(braid_kern_cast_, BRAID_KERN_SUFFIX),
 };

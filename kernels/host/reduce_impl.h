@@ -17,6 +17,9 @@ typedef void (*braid_kern_scale_fn_t)(void *dst, const void *src, size_t count,
 typedef void (*braid_kern_divide_fn_t)(void *dst, const void *src, size_t count,
                                        uint64_t divisor);
 typedef void (*braid_kern_copy_fn_t)(void *dst, const void *src, size_t bytes);
+typedef void (*braid_kern_cast_fn_t)(braid_dtype_t ddt, void *dst, braid_dtype_t sdt,
+                                     const void *src, size_t count, const double *scale,
+                                     int accumulate);
 
 typedef struct braid_kern_table {
     const char *name;
@@ -24,10 +27,19 @@ typedef struct braid_kern_table {
     braid_kern_scale_fn_t scale[BRAID_NUM_DTYPES];
     braid_kern_divide_fn_t divide[BRAID_NUM_DTYPES];   /* NULL for float types */
     braid_kern_copy_fn_t copy_large;                   /* streaming; any size, alignment */
+    braid_kern_cast_fn_t cast;                         /* kernels/host/cast.c */
 } braid_kern_table_t;
 
 extern const braid_kern_table_t braid_kern_table_avx512;
 extern const braid_kern_table_t braid_kern_table_avx2;
 extern const braid_kern_table_t braid_kern_table_generic;
+
+/* kernels/host/cast.c, compiled with each variant; the tables point at them. */
+void braid_kern_cast_avx512(braid_dtype_t ddt, void *dst, braid_dtype_t sdt, const void *src,
+                            size_t count, const double *scale, int accumulate);
+void braid_kern_cast_avx2(braid_dtype_t ddt, void *dst, braid_dtype_t sdt, const void *src,
+                          size_t count, const double *scale, int accumulate);
+void braid_kern_cast_generic(braid_dtype_t ddt, void *dst, braid_dtype_t sdt, const void *src,
+                             size_t count, const double *scale, int accumulate);
 
 #endif

@@ -10,8 +10,11 @@
  * over every type and op, nin 1..8, premul masks, integer postdiv, aligned, co-misaligned
  * and scattered pointers, in place, odd counts, several grid shapes, and inputs full of
  * NaNs, infinities, -0, subnormals and values that saturate fp8. Bytes around every output
- * must stay untouched. It also checks the image table (images.h) against configure's
- * choices: the "emu" image, a fatbin when nvcc was used, a code-object bundle for hipcc.
+ * must stay untouched. braid_k_cast against braid_kern_cast: every pair of float types, with
+ * and without a scale and an accumulation, in place where the sizes allow, from every code
+ * of fp8, fp16 and bf16 and from random, special and full-mantissa fp32 and fp64 values.
+ * It also checks the image table (images.h) against configure's choices: the "emu" image,
+ * a fatbin when nvcc was used, a code-object bundle for hipcc.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -548,7 +551,186 @@ static void test_copy(void **state)
                 }
 }
 
-/* The emulator's table: both kernels, one braid_kargs_t each, NULL at the end. */
+/* ---- braid_k_cast ---- */
+
+static const braid_dtype_t float_types[] = { BRAID_FP16, BRAID_FP32, BRAID_FP64, BRAID_BF16,
+                                             BRAID_FP8_E4M3, BRAID_FP8_E5M2 };
+#define NFLOATS (sizeof(float_types) / sizeof(float_types[0]))
+
+/* Element i of p as fp64 (NaN stays NaN, fp8 and narrow formats widen exactly). */
+static double elem_value(braid_dtype_t dt, const void *p, size_t i)
+{
+    double d;
+    braid_kern_cast(BRAID_FP64, &d, dt, (const char *)p + i * braid_dtype_size(dt), 1, NULL, 0);
+    return d;
+}
+
+/* Cast sources: every code of the 1- and 2-byte formats; fp32 and fp64 random bits,
+ * specials and values with full mantissas around the narrow formats' ranges (so that
+ * every rounding, fp64's double rounding through fp32 included, is exercised). */
+static size_t cast_source(braid_dtype_t dt, void *p)
+{
+    size_t sz = braid_dtype_size(dt), n = sz == 1 ? 256 : sz == 2 ? 65536 : 4099;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *e = (unsigned char *)p + i * sz;
+        uint64_t r = rng();
+        if (sz <= 2) {
+            uint16_t c = (uint16_t)i;
+            memcpy(e, &c, sz);
+        } else if (r % 3 != 0) {
+            fill_one(dt, e);
+        } else if (dt == BRAID_FP32) {
+            float f = ldexpf((float)(int32_t)rng(), -(int)(r >> 8) % 64 - 8);
+            memcpy(e, &f, 4);
+        } else {
+            double d = ldexp((double)(int64_t)rng(), -(int)(r >> 8) % 96 - 30);
+            memcpy(e, &d, 8);
+        }
+    }
+    return n;
+}
+
+/*
+ * The accumulation's destination: random values of its type, but never a NaN where the
+ * scaled source can be one too. With two NaN operands x86 returns the first, and which one
+ * the compiler puts first in braid_kern_cast's plain C is its own choice.
+ */
+static void cast_dest(braid_dtype_t ddt, void *d, braid_dtype_t sdt, const void *src,
+                      size_t n, const double *scale)
+{
+    static const float one_half = 1.5f;
+    int finite_scale = scale == NULL || isfinite((float)*scale);
+    fill(ddt, d, n);
+    for (size_t i = 0; i < n; i++)
+        if (isnan(elem_value(ddt, d, i)) && !(finite_scale && isfinite(elem_value(sdt, src, i))))
+            braid_kern_cast(ddt, (char *)d + i * braid_dtype_size(ddt), BRAID_FP32, &one_half,
+                            1, NULL, 0);
+}
+
+typedef struct ccase {
+    braid_dtype_t ddt, sdt;
+    const double *scale;
+    int accumulate, in_place;
+    grid_t g;
+} ccase_t;
+
+static void cast_report(const ccase_t *c, const void *got, const void *want, const void *src,
+                        const void *dst0, size_t n)
+{
+    size_t ds = braid_dtype_size(c->ddt), ss = braid_dtype_size(c->sdt), i = 0;
+    uint64_t gv = 0, wv = 0, sv = 0, dv = 0;
+    while (i < n && memcmp((const char *)got + i * ds, (const char *)want + i * ds, ds) == 0)
+        i++;
+    memcpy(&gv, (const char *)got + i * ds, ds);
+    memcpy(&wv, (const char *)want + i * ds, ds);
+    memcpy(&sv, (const char *)src + i * ss, ss);
+    memcpy(&dv, (const char *)dst0 + i * ds, ds);
+    fail_msg("cast %s <- %s scale=%g accumulate=%d in_place=%d grid=%ux%u: [%zu] of %zu: "
+             "src 0x%llx dst 0x%llx: got 0x%llx want 0x%llx", braid_dtype_name(c->ddt),
+             braid_dtype_name(c->sdt), c->scale != NULL ? *c->scale : 1.0, c->accumulate,
+             c->in_place, c->g.blocks, c->g.threads, i, n, (unsigned long long)sv,
+             (unsigned long long)dv, (unsigned long long)gv, (unsigned long long)wv);
+}
+
+static void cast_case(const ccase_t *c)
+{
+    size_t ds = braid_dtype_size(c->ddt), ss = braid_dtype_size(c->sdt);
+    unsigned char *src = malloc(65536 * 8);
+    size_t n = cast_source(c->sdt, src);
+    unsigned char *want = malloc(n * ds), *dst0 = malloc(n * ds);
+    buf_t out;
+    braid_kargs_t k;
+
+    assert_non_null(src);
+    buf_alloc(&out, (rng() % 4) * ds % 16, n * (ds > ss ? ds : ss));
+    if (c->in_place) {
+        memcpy(buf_data(&out), src, n * ss);
+        memcpy(dst0, src, n * ds);
+    } else if (c->accumulate) {
+        cast_dest(c->ddt, dst0, c->sdt, src, n, c->scale);
+        memcpy(buf_data(&out), dst0, n * ds);
+    } else {
+        memset(dst0, 0, n * ds);
+    }
+    memcpy(want, dst0, n * ds);
+    braid_kern_cast(c->ddt, want, c->sdt, src, n, c->scale, c->accumulate);
+
+    memset(&k, 0, sizeof(k));
+    k.in[0] = c->in_place ? buf_data(&out) : src;
+    k.out[0] = buf_data(&out);
+    k.count = n;
+    k.dtype = c->ddt;
+    k.dtype_in = c->sdt;
+    k.accumulate = c->accumulate;
+    if (c->scale != NULL) {
+        k.premul.f = *c->scale;
+        k.premul_mask = 1;
+    }
+    launch(BRAID_KERNEL_CAST, c->g, k);
+    if (memcmp(buf_data(&out), want, n * ds) != 0)
+        cast_report(c, buf_data(&out), want, src, dst0, n);
+    out.bytes = n * ds;
+    buf_check_guard(&out, "cast");
+    free(out.base);
+    free(src);
+    free(want);
+    free(dst0);
+}
+
+/* Every pair of float types, with and without a scale and an accumulation. */
+static void test_cast_all(void **state)
+{
+    static const double scales[] = { 0.5, -3.0, 1.0 / 3.0, 1e30, 0.0, -0.0, INFINITY, -INFINITY,
+                                     65504.0 * 4, 1e-40, 7.0, 1e300, 1.0 };
+    unsigned n = 0, ran = 0;
+    (void)state;
+
+    for (size_t d = 0; d < NFLOATS; d++)
+        for (size_t s = 0; s < NFLOATS; s++)
+            for (int v = 0; v < 6; v++, n++) {
+                ccase_t c = {
+                    .ddt = float_types[d], .sdt = float_types[s],
+                    .scale = v & 1 ? &scales[rng() % (sizeof(scales) / sizeof(scales[0]))]
+                                   : NULL,
+                    .accumulate = (v >> 1) & 1,
+                    .in_place = v >= 4 && braid_dtype_size(float_types[d]) ==
+                                              braid_dtype_size(float_types[s]) &&
+                                (float_types[d] == float_types[s] || v == 4),
+                    .g = grids[n % NGRIDS],
+                };
+                if (v >= 4 && !c.in_place)
+                    continue;
+                cast_case(&c);
+                ran++;
+            }
+    print_message("%u cast cases\n", ran);
+    assert_true(ran > 0);
+}
+
+/* Nothing is written for count 0 or a type that is not floating-point. */
+static void test_cast_nothing(void **state)
+{
+    unsigned char a[64], o[64], zero[64];
+    braid_kargs_t k = { .in = { a }, .out = { o, NULL }, .count = 0, .dtype = BRAID_FP32,
+                        .dtype_in = BRAID_FP16 };
+    (void)state;
+
+    memset(a, 1, sizeof(a));
+    memset(o, 0, sizeof(o));
+    memset(zero, 0, sizeof(zero));
+    launch(BRAID_KERNEL_CAST, grids[1], k);
+    k.count = 4;
+    k.dtype = BRAID_INT32;
+    launch(BRAID_KERNEL_CAST, grids[1], k);
+    k.dtype = BRAID_FP32;
+    k.dtype_in = BRAID_UINT8;
+    launch(BRAID_KERNEL_CAST, grids[1], k);
+    k.dtype_in = BRAID_NUM_DTYPES;
+    launch(BRAID_KERNEL_CAST, grids[1], k);
+    assert_memory_equal(o, zero, sizeof(o));
+}
+
+/* The emulator's table: every kernel, one braid_kargs_t each, NULL at the end. */
 static void test_emu_table(void **state)
 {
     int n = 0;
@@ -559,9 +741,10 @@ static void test_emu_table(void **state)
         assert_int_equal(k->nparams, 1);
         assert_int_equal(k->param_sizes[0], sizeof(braid_kargs_t));
     }
-    assert_int_equal(n, 2);
+    assert_int_equal(n, 3);
     assert_non_null(kernel(BRAID_KERNEL_REDUCE));
     assert_non_null(kernel(BRAID_KERNEL_COPY));
+    assert_non_null(kernel(BRAID_KERNEL_CAST));
 }
 
 static const braid_gpu_image_t *image(const char *kind)
@@ -610,6 +793,7 @@ static void test_images(void **state)
 #endif
     assert_non_null(strstr(braid_gpu_hip_source, "braid_k_reduce"));
     assert_non_null(strstr(braid_gpu_hip_source, "braid_k_copy"));
+    assert_non_null(strstr(braid_gpu_hip_source, "braid_k_cast"));
     assert_null(strstr(braid_gpu_hip_source, "#include \""));   /* every header inlined */
 }
 
@@ -622,6 +806,8 @@ int main(void)
         cmocka_unit_test(test_copy),
         cmocka_unit_test(test_reduce_pairs),
         cmocka_unit_test(test_reduce_all),
+        cmocka_unit_test(test_cast_nothing),
+        cmocka_unit_test(test_cast_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

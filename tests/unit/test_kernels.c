@@ -686,6 +686,77 @@ static void test_reduce_ftz_daz(void **state)
     free(a), free(b), free(d1), free(d2);
 }
 
+/* braid_kern_cast between every pair of float types, with and without a scale and an
+ * accumulation, against fp32 (or, with fp64 on a side, fp64) arithmetic on the reference
+ * decodings, rounded by the reference encoder. */
+static const braid_dtype_t float_types[] = { BRAID_FP16, BRAID_BF16, BRAID_FP32, BRAID_FP64,
+                                             BRAID_FP8_E4M3, BRAID_FP8_E5M2 };
+
+static double ref_cast(braid_dtype_t ddt, braid_dtype_t sdt, uint64_t sbits, uint64_t dbits,
+                       const double *scale, int acc)
+{
+    int wide = ddt == BRAID_FP64 || sdt == BRAID_FP64;
+    double v = ref_load(sdt, sbits), d = ref_load(ddt, dbits);
+    if (!wide) {
+        float f = (float)v;
+        if (scale != NULL)
+            f = f * (float)*scale;
+        if (acc)
+            f = (float)d + f;
+        return f;
+    }
+    if (scale != NULL)
+        v = v * *scale;
+    return acc ? d + v : v;
+}
+
+static void check_cast(braid_dtype_t ddt, braid_dtype_t sdt, const double *scale, int acc)
+{
+    size_t n = 1000, ds = braid_dtype_size(ddt), ss = braid_dtype_size(sdt);
+    char *src = malloc(n * ss), *dst = malloc(n * ds), *before = malloc(n * ds);
+    for (size_t i = 0; i < n; i++) {
+        elt_set(sdt, src, i, gen_elem(sdt));
+        elt_set(ddt, before, i, gen_elem(ddt));
+    }
+    memcpy(dst, before, n * ds);
+    braid_kern_cast(ddt, dst, sdt, src, n, scale, acc);
+    for (size_t i = 0; i < n; i++) {
+        double want = ref_cast(ddt, sdt, elt_get(sdt, src, i), elt_get(ddt, before, i), scale,
+                               acc);
+        uint64_t got = elt_get(ddt, dst, i);
+        if (ddt == sdt && scale == NULL && !acc) {   /* a copy: bits kept, inf included */
+            if (got != elt_get(sdt, src, i))
+                fail_msg("cast %s to itself changed element %zu", braid_dtype_name(sdt), i);
+            continue;
+        }
+        if (isnan(want) ? isnan(ref_load(ddt, got)) : got == ref_store(ddt, want))
+            continue;
+        fail_msg("cast %s -> %s (scale %g, accumulate %d) element %zu: got %#llx, want %#llx "
+                 "(%g)", braid_dtype_name(sdt), braid_dtype_name(ddt), scale ? *scale : 1.0,
+                 acc, i, (unsigned long long)got, (unsigned long long)ref_store(ddt, want),
+                 want);
+    }
+    free(src), free(dst), free(before);
+}
+
+static void test_cast(void **state)
+{
+    (void)state;
+    const double third = 1.0 / 3.0;
+    size_t nt = sizeof(float_types) / sizeof(float_types[0]);
+    for (int v = 0; v < NISA; v++) {
+        if (braid_kern_select_isa(isa_names[v]) != 0)
+            continue;
+        for (size_t a = 0; a < nt; a++)
+            for (size_t b = 0; b < nt; b++)
+                for (int acc = 0; acc < 2; acc++) {
+                    check_cast(float_types[a], float_types[b], NULL, acc);
+                    check_cast(float_types[a], float_types[b], &third, acc);
+                }
+    }
+    braid_kern_select_isa("auto");
+}
+
 static void test_names_and_dispatch(void **state)
 {
     static const size_t sizes[BRAID_NUM_DTYPES] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1 };
@@ -757,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_divide),
         cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_cast),
         cmocka_unit_test(test_reduce_ftz_daz),
     };
     return cmocka_run_group_tests(tests, setup_fmts, teardown_fmts);
