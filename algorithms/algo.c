@@ -128,11 +128,15 @@ int braid_algo_index(const braid_algo_t *a)
     return -1;
 }
 
-/* The algorithm the call names, alone; where it declines, why (a user schedule's reason). */
+/* The algorithm the call names, alone, at its best slice for braid's own algorithms (a
+ * forced ring for plans and V calls pipelines as the tuner's would); where it declines, why
+ * (a user schedule's reason). */
 static braid_status_t algo_force_build(const braid_coll_t *coll, braid_sched_t *s,
                                        const braid_algo_t **algo_p)
 {
     braid_status_t st = coll->force->build(coll, s);
+    if (st == BRAID_OK && coll->force->user == NULL)
+        braid_algo_cost(coll, coll->force, &s->slice);
     if (st == BRAID_OK && algo_p != NULL)
         *algo_p = coll->force;
     if (st == BRAID_ERR_UNSUPPORTED)

@@ -13,7 +13,9 @@
 #include "exec/sched.h"
 
 /* The ring (algorithms/ring.c): the one algorithm that builds AllGatherV and
- * ReduceScatterV (braid_coll_t.vcounts set), which their calls force. */
+ * ReduceScatterV (braid_coll_t.vcounts set), which their calls force, and the one bucket
+ * plans run: it reads each element of SEND once and writes each of RECV once, with its
+ * final value, as views need (src/core/plan.c). */
 extern const braid_algo_t braid_algo_ring;
 
 /* An algorithm's index in braid_algos, or -1. */
@@ -40,6 +42,10 @@ braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
 #define BRAID_SLICE_CUTS 6      /* halvings tried at most */
 int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
                     size_t *slices, int max);
+
+/* One algorithm's predicted time for the call at its best slice (*slice_p; 0 and a
+ * negative cost where it declines the call or has no cost function). */
+double braid_algo_cost(const braid_coll_t *coll, const braid_algo_t *a, size_t *slice_p);
 
 /* Bytes of the call's message per rank, as cost functions reason about it: the all-reduce,
  * broadcast and reduce buffer; the whole output of all-gather (nranks blocks) and the whole

@@ -122,6 +122,14 @@ static int tuner_rank_cuts(const braid_coll_t *coll, const braid_algo_t **algos,
     return n;
 }
 
+double braid_algo_cost(const braid_coll_t *coll, const braid_algo_t *a, size_t *slice_p)
+{
+    int k;
+    double c = a->cost != NULL ? tuner_cost(coll, a, &k) : BRAID_COST_NONE;
+    *slice_p = c < 0 ? 0 : tuner_slice(coll, k);
+    return c;
+}
+
 int braid_algo_rank(const braid_coll_t *coll, const braid_algo_t **algos, double *costs,
                     size_t *slices, int max)
 {

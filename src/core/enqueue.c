@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "core/enqueue.h"
-#include "core/proxy.h"
 #include "algorithms/algo.h"
 #include "base/log.h"
 
@@ -106,6 +105,8 @@ static size_t call_own_off(const braid_call_t *c, int owner)
 static int call_in_place(const braid_comm_t *comm, const braid_call_t *c)
 {
     const char *s = c->sendbuf, *r = c->recvbuf;
+    if (c->send_view != NULL || c->recv_view != NULL)
+        return 0;       /* views: what each step reads and writes is explicit */
     switch (c->kind) {
     case BRAID_COLL_ALLGATHER: return s == r + call_own_off(c, comm->rank);
     case BRAID_COLL_REDUCESCATTER: return r == s + call_own_off(c, comm->rank);
@@ -147,14 +148,21 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
     };
     if (call->vcounts != NULL)
         coll.force = &braid_algo_ring;   /* the one builder of per-rank blocks */
-    coll.pull = call->on_device ? 0 : comm->tctx.pull;   /* pulls read host memory */
+    /* pulls read host memory, and a peer's own buffers (not views) */
+    coll.pull = call->on_device || call->send_view != NULL ? 0 : comm->tctx.pull;
     coll.pull_min = comm->tctx.pull_min;
     braid_sched_init(&op->sched, braid_dtype_size(call->dtype));
-    BRAID_CHECK(lower_redop(comm, call, &op->redop));
+    if (call->redop != NULL)
+        op->redop = *call->redop;
+    else
+        BRAID_CHECK(lower_redop(comm, call, &op->redop));
     const braid_algo_t *algo = NULL;
     BRAID_CHECK(braid_algo_build(&coll, &op->sched, &algo));
     op->bufs[BRAID_BUF_SEND] = (void *)call->sendbuf;
     op->bufs[BRAID_BUF_RECV] = call->recvbuf;
+    op->views[BRAID_BUF_SEND] = call->send_view;
+    op->views[BRAID_BUF_RECV] = call->recv_view;
+    op->acc = call->acc;
     op->dtype = call->dtype;
     op->rank = comm->rank;
     op->nranks = comm->nranks;
@@ -167,7 +175,8 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
     op->hooks = &braid_comm_exec_hooks;
     op->hook_ctx = comm;
     op->oversubscribed = comm->oversubscribed;
-    op->stream_out = !coll.in_place && !call->on_device && comm->stream_min > 0 &&
+    op->stream_out = !coll.in_place && !call->on_device && call->recv_view == NULL &&
+                     comm->stream_min > 0 &&
                      call_out_bytes(comm, call) >= comm->stream_min;
     op->on_device = call->on_device;
     op->stream = call->stream;
@@ -219,36 +228,57 @@ static braid_status_t group_push(void ***arr, int *len, int *cap, void *item)
     return BRAID_OK;
 }
 
-braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call)
+/* The op of a call, built in `now` (a host call outside a group runs from the stack) or on
+ * the heap (now NULL), and the comm entered until it has run (an abort waits for it). */
+static braid_status_t op_new(braid_comm_t *comm, const braid_call_t *call, braid_op_t *now,
+                             braid_op_t **op_p)
 {
-    braid_op_t now, *op = &now;   /* a host call outside a group runs from the stack */
-    if ((group.depth > 0 || call->on_device) && (op = malloc(sizeof(*op))) == NULL)
+    braid_op_t *op = now != NULL ? now : malloc(sizeof(*op));
+    if (op == NULL)
         return braid_err(BRAID_ERR_NOMEM, "out of memory for a %s call",
                          braid_coll_name(call->kind));
     braid_op_clear(op);
     braid_status_t st = op_build(comm, call, op);
     if (st < 0) {
         braid_sched_free(&op->sched);
-        if (op != &now)
+        if (op != now)
             free(op);
         return st;
     }
-    /* the comm stays entered until the op has run: an abort waits for it */
     atomic_fetch_add(&comm->busy, 1);
-    if (op == &now)
+    *op_p = op;
+    return BRAID_OK;
+}
+
+braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call)
+{
+    braid_op_t now, *op;
+    int heap = group.depth > 0 || call->on_device;
+    BRAID_CHECK(op_new(comm, call, heap ? NULL : &now, &op));
+    if (!heap) {
+        braid_proxy_drain(comm);    /* the proxy's queued work (plans) comes first */
         return braid_ops_run(&op, 1, 0, BRAID_OK);
+    }
     if (group.depth == 0) {
         braid_proxy_ticket_t t;
-        st = braid_proxy_submit(comm, call->ordinal, &op, 1, &t);
+        braid_status_t st = braid_proxy_submit(comm, call->ordinal, &op, 1, &t);
         return st < 0 ? st : braid_proxy_join(&t);
     }
-    st = group_push((void ***)&group.ops, &group.nops, &group.cap, op);
+    braid_status_t st = group_push((void ***)&group.ops, &group.nops, &group.cap, op);
     if (st < 0) {
         braid_comm_leave(comm);
         braid_sched_free(&op->sched);
         free(op);
     }
     return st;
+}
+
+braid_status_t braid_enqueue_post(braid_comm_t *comm, const braid_call_t *call,
+                                  braid_proxy_done_fn done, void *arg)
+{
+    braid_op_t *op;
+    BRAID_CHECK(op_new(comm, call, NULL, &op));
+    return braid_proxy_post(comm, call->on_device ? call->ordinal : -1, &op, 1, done, arg);
 }
 
 int braid_group_depth(void)
@@ -413,6 +443,8 @@ static braid_status_t group_run(braid_op_t **ops, int n)
     }
     free(mine);
     free(tickets);
+    for (int i = 0; i < nhost; i++)
+        braid_proxy_drain(ops[i]->hook_ctx);
     braid_status_t sh = nhost > 0 ? braid_ops_run(ops, nhost, 1, BRAID_OK) : BRAID_OK;
     return st < 0 ? st : sh;
 }

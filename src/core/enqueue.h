@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "core/comm.h"
+#include "core/proxy.h"
 
 typedef struct braid_call {
     braid_coll_kind_t kind;
@@ -29,11 +30,23 @@ typedef struct braid_call {
     int on_device;              /* device buffers (of device `ordinal`): the call runs on
                                  * the comm's proxy, ordered on `stream` */
     int ordinal;
+    /* Bucket plans (src/core/plan.c): the buffers are views of the caller's tensors, sums
+     * are taken in `acc`, and the reduction comes lowered already. */
+    const braid_view_t *send_view, *recv_view;
+    braid_dtype_t acc;
+    const braid_redop_spec_t *redop;
 } braid_call_t;
 
 /* Build the operation of a call and run it now, or queue it in the thread's group.
  * The caller has checked every argument and entered the comm. */
 braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call);
+
+/* Build the operation of a call on views (a bucket plan's) and queue it for the comm's
+ * proxy (device views: after the work queued on call->stream so far); done(arg, status)
+ * is called on the proxy thread once it ran. The caller has entered the comm. On an error
+ * returned here done is not called. */
+braid_status_t braid_enqueue_post(braid_comm_t *comm, const braid_call_t *call,
+                                  braid_proxy_done_fn done, void *arg);
 
 /* Run entered operations together (one call, or a group's ops of host buffers), then
  * finish and leave them (and free them when `heap`). st0 < 0: run nothing, fail them with

@@ -1,6 +1,7 @@
 /*
  * Calls on device buffers run on a per-communicator proxy thread, ordered on the caller's
- * stream as in NCCL (DESIGN.md section 4):
+ * stream as in NCCL (DESIGN.md section 4), and so do the buckets of a plan (host buffers:
+ * no events, no stream; the plan learns of the end through the job's done callback):
  *
  *   caller: record an event on each stream of the job ------------> proxy: wait for them
  *           queue the job (ops of one comm: a call, or a group's)          run the ops
@@ -14,7 +15,9 @@
  * waits for ever on a communicator that is gone: the failure is in ncclCommGetAsyncError.
  *
  * The words live in pinned host memory that is never freed: a stream may still be reading
- * a word after the communicator that wrote it was destroyed.
+ * a word after the communicator that wrote it was destroyed. (With no GPU backend, plain
+ * memory: no stream reads it.) The proxy's device executor is made at the first device
+ * call, on that call's device: a proxy that runs only host jobs never touches a GPU.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -34,17 +37,19 @@ typedef struct proxy_job {
     void *events[BRAID_PROXY_MAX_STREAMS];
     int nevents;
     uint32_t target;
+    braid_proxy_done_fn done;       /* may be NULL */
+    void *done_arg;
 } proxy_job_t;
 
 struct braid_proxy {
     braid_comm_t *comm;
-    int ordinal;
+    int ordinal;                    /* -1 until the first device call */
+    braid_device_exec_t *dx;        /* made by that call's thread, used by the proxy's */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     proxy_job_t *head, *tail;
-    int stop, started;
-    braid_status_t start_status;
+    int stop;
     uint32_t *word;                 /* the last target done */
     uint32_t issued;                /* the last target handed out (callers, under comm lock) */
     void **free_events;             /* recycled events (under lock): room for every one */
@@ -63,7 +68,13 @@ static braid_status_t word_take(uint32_t **word_p)
     pthread_mutex_lock(&words_lock);
     if (words_used == PROXY_WORDS_PER_PAGE) {
         void *p = NULL;
-        st = braid_device()->host_alloc(PROXY_WORDS_PER_PAGE * sizeof(uint32_t), &p);
+        size_t bytes = PROXY_WORDS_PER_PAGE * sizeof(uint32_t);
+        if (braid_device() == &braid_device_host)
+            p = malloc(bytes);
+        else
+            st = braid_device()->host_alloc(bytes, &p);
+        if (st == BRAID_OK && p == NULL)
+            st = braid_err(BRAID_ERR_NOMEM, "out of memory for the proxy's words");
         if (st == BRAID_OK) {
             memset(p, 0, PROXY_WORDS_PER_PAGE * sizeof(uint32_t));
             words_page = p;
@@ -121,15 +132,31 @@ static braid_status_t job_load_scalars(braid_device_exec_t *dx, proxy_job_t *job
     return BRAID_OK;
 }
 
-static void job_run(braid_proxy_t *px, braid_device_exec_t *dx, proxy_job_t *job)
+/* The proxy thread runs device work on the device its executor was made for. */
+static braid_status_t job_bind(braid_proxy_t *px, proxy_job_t *job, int *bound)
+{
+    int device = 0;
+    for (int i = 0; i < job->nops; i++)
+        device |= job->ops[i]->on_device;
+    if (!device || *bound)
+        return BRAID_OK;
+    *bound = 1;
+    return braid_device()->bind(px->ordinal);
+}
+
+static void job_run(braid_proxy_t *px, proxy_job_t *job, int *bound)
 {
     braid_status_t st = job_wait_events(px, job) ? BRAID_OK : BRAID_ERR_ABORTED;
     if (st == BRAID_OK)
-        st = job_load_scalars(dx, job);
+        st = job_bind(px, job, bound);
+    if (st == BRAID_OK && px->dx != NULL)
+        st = job_load_scalars(px->dx, job);
     for (int i = 0; i < job->nops; i++)
         if (job->ops[i]->on_device)
-            job->ops[i]->dev = dx;
-    braid_ops_run(job->ops, job->nops, 1, st);
+            job->ops[i]->dev = px->dx;
+    st = braid_ops_run(job->ops, job->nops, 1, st);
+    if (job->done != NULL)
+        job->done(job->done_arg, st);
     pthread_mutex_lock(&px->lock);
     for (int i = 0; i < job->nevents; i++)
         px->free_events[px->nfree++] = job->events[i];
@@ -139,23 +166,10 @@ static void job_run(braid_proxy_t *px, braid_device_exec_t *dx, proxy_job_t *job
     free(job);
 }
 
-static void proxy_started(braid_proxy_t *px, braid_status_t st)
-{
-    pthread_mutex_lock(&px->lock);
-    px->start_status = st;
-    px->started = 1;
-    pthread_cond_broadcast(&px->cond);
-    pthread_mutex_unlock(&px->lock);
-}
-
 static void *proxy_main(void *arg)
 {
     braid_proxy_t *px = arg;
-    braid_device_exec_t *dx = NULL;
-    braid_status_t st = braid_device_exec_create(px->ordinal, px->comm->slot_size, &dx);
-    proxy_started(px, st);
-    if (st < 0)
-        return NULL;
+    int bound = 0;
     pthread_mutex_lock(&px->lock);
     for (;;) {
         while (px->head == NULL && !px->stop)
@@ -167,62 +181,57 @@ static void *proxy_main(void *arg)
         if (px->head == NULL)
             px->tail = NULL;
         pthread_mutex_unlock(&px->lock);
-        job_run(px, dx, job);
+        job_run(px, job, &bound);
         pthread_mutex_lock(&px->lock);
     }
     pthread_mutex_unlock(&px->lock);
-    braid_device_exec_destroy(dx);
     return NULL;
 }
 
 /* ---- the caller's side ----------------------------------------------------------------- */
 
-static braid_status_t proxy_start(braid_comm_t *comm, int ordinal, braid_proxy_t **px_p)
+static braid_status_t proxy_start(braid_comm_t *comm, braid_proxy_t **px_p)
 {
     braid_proxy_t *px = calloc(1, sizeof(*px));
     if (px == NULL)
         return braid_err(BRAID_ERR_NOMEM, "out of memory for a proxy thread");
     px->comm = comm;
-    px->ordinal = ordinal;
+    px->ordinal = -1;
     pthread_mutex_init(&px->lock, NULL);
     pthread_cond_init(&px->cond, NULL);
     braid_status_t st = word_take(&px->word);
     int e = st == BRAID_OK ? pthread_create(&px->thread, NULL, proxy_main, px) : 0;
     if (e != 0)
         st = braid_err(BRAID_ERR_SYSTEM, "cannot start the proxy thread: %s", strerror(e));
-    if (st == BRAID_OK) {
-        pthread_mutex_lock(&px->lock);
-        while (!px->started)
-            pthread_cond_wait(&px->cond, &px->lock);
-        pthread_mutex_unlock(&px->lock);
-        st = px->start_status;
-        if (st < 0)
-            pthread_join(px->thread, NULL);
-    }
     if (st < 0) {
         pthread_cond_destroy(&px->cond);
         pthread_mutex_destroy(&px->lock);
         free(px);
         return st;
     }
-    BRAID_INFO(BRAID_SUB_PROXY, "proxy thread started on device %d", ordinal);
+    BRAID_INFO(BRAID_SUB_PROXY, "proxy thread started");
     *px_p = px;
     return BRAID_OK;
 }
 
+/* The comm's proxy (started at its first job); ordinal >= 0: a device job, whose device
+ * the proxy's executor is made for at the first one. Under the comm's lock. */
 static braid_status_t proxy_get(braid_comm_t *comm, int ordinal, braid_proxy_t **px_p)
 {
-    braid_status_t st = BRAID_OK;
-    pthread_mutex_lock(&comm->lock);
     if (comm->proxy == NULL)
-        st = proxy_start(comm, ordinal, &comm->proxy);
-    else if (comm->proxy->ordinal != ordinal)
-        st = braid_err(BRAID_ERR_INVALID, "device buffers on device %d, while rank %d's "
-                       "communicator runs on device %d: one communicator uses one device",
-                       ordinal, comm->rank, comm->proxy->ordinal);
-    pthread_mutex_unlock(&comm->lock);
-    *px_p = comm->proxy;
-    return st;
+        BRAID_CHECK(proxy_start(comm, &comm->proxy));
+    braid_proxy_t *px = comm->proxy;
+    *px_p = px;
+    if (ordinal < 0 || px->ordinal == ordinal)
+        return BRAID_OK;
+    if (px->ordinal >= 0)
+        return braid_err(BRAID_ERR_INVALID, "device buffers on device %d, while rank %d's "
+                         "communicator runs on device %d: one communicator uses one device",
+                         ordinal, comm->rank, px->ordinal);
+    BRAID_CHECK(braid_device_exec_create(ordinal, comm->slot_size, &px->dx));
+    BRAID_INFO(BRAID_SUB_PROXY, "proxy runs device calls on device %d", ordinal);
+    px->ordinal = ordinal;
+    return BRAID_OK;
 }
 
 /* An event for a caller's stream: a recycled one, or a new one with room kept for it in
@@ -280,20 +289,25 @@ static braid_status_t job_events(braid_proxy_t *px, proxy_job_t *job, void **str
     return BRAID_OK;
 }
 
-braid_status_t braid_proxy_submit(braid_comm_t *comm, int ordinal, braid_op_t **ops, int n,
+/* Queue a job; `t` (device jobs) gets its streams' events, `done` (may be NULL) is called
+ * on the proxy thread after the job ran. */
+static braid_status_t proxy_queue(braid_comm_t *comm, int ordinal, braid_op_t **ops, int n,
+                                  braid_proxy_done_fn done, void *done_arg,
                                   braid_proxy_ticket_t *t)
 {
     braid_proxy_t *px = NULL;
-    t->comm = comm;
-    t->nstreams = 0;
-    braid_status_t st = braid_device()->bind(ordinal);
-    if (st == BRAID_OK)
-        st = proxy_get(comm, ordinal, &px);
+    braid_status_t st = ordinal >= 0 ? braid_device()->bind(ordinal) : BRAID_OK;
     proxy_job_t *job = st == BRAID_OK ? calloc(1, sizeof(*job)) : NULL;
     braid_op_t **copy = job != NULL ? malloc((size_t)n * sizeof(*copy)) : NULL;
     if (st == BRAID_OK && copy == NULL)
         st = braid_err(BRAID_ERR_NOMEM, "out of memory queueing a call for the proxy");
+    /* under the comm's lock: the proxy, targets and the queue in the same order */
+    pthread_mutex_lock(&comm->lock);
+    if (st == BRAID_OK)
+        st = proxy_get(comm, ordinal, &px);
     if (st < 0) {   /* no proxy to give them to: they fail here */
+        pthread_mutex_unlock(&comm->lock);
+        free(copy);
         free(job);
         braid_ops_run(ops, n, 1, st);
         return st;
@@ -301,16 +315,24 @@ braid_status_t braid_proxy_submit(braid_comm_t *comm, int ordinal, braid_op_t **
     memcpy(copy, ops, (size_t)n * sizeof(*copy));
     job->ops = copy;
     job->nops = n;
-    /* under the comm's lock: targets and the queue in the same order */
-    pthread_mutex_lock(&comm->lock);
-    st = job_events(px, job, t->streams, &t->nstreams);
-    /* on an error the job still goes to the proxy, which fails it in order with the
-     * others and writes its word */
-    if (st < 0) {
-        braid_comm_set_error(comm, st);
-        t->nstreams = 0;
+    job->done = done;
+    job->done_arg = done_arg;
+    void *streams[BRAID_PROXY_MAX_STREAMS];
+    int nstreams = 0;
+    if (ordinal >= 0) {
+        st = job_events(px, job, t != NULL ? t->streams : streams,
+                        t != NULL ? &t->nstreams : &nstreams);
+        /* on an error the job still goes to the proxy, which fails it in order with the
+         * others and writes its word */
+        if (st < 0) {
+            braid_comm_set_error(comm, st);
+            if (t != NULL)
+                t->nstreams = 0;
+        }
     }
-    job->target = t->target = ++px->issued;
+    job->target = ++px->issued;
+    if (t != NULL)
+        t->target = job->target;
     pthread_mutex_lock(&px->lock);
     if (px->tail != NULL)
         px->tail->next = job;
@@ -321,6 +343,20 @@ braid_status_t braid_proxy_submit(braid_comm_t *comm, int ordinal, braid_op_t **
     pthread_mutex_unlock(&px->lock);
     pthread_mutex_unlock(&comm->lock);
     return st;
+}
+
+braid_status_t braid_proxy_submit(braid_comm_t *comm, int ordinal, braid_op_t **ops, int n,
+                                  braid_proxy_ticket_t *t)
+{
+    t->comm = comm;
+    t->nstreams = 0;
+    return proxy_queue(comm, ordinal, ops, n, NULL, NULL, t);
+}
+
+braid_status_t braid_proxy_post(braid_comm_t *comm, int ordinal, braid_op_t **ops, int n,
+                                braid_proxy_done_fn done, void *arg)
+{
+    return proxy_queue(comm, ordinal, ops, n, done, arg, NULL);
 }
 
 braid_status_t braid_proxy_join(const braid_proxy_ticket_t *t)
@@ -361,6 +397,8 @@ void braid_proxy_stop(braid_comm_t *comm)
     pthread_cond_signal(&px->cond);
     pthread_mutex_unlock(&px->lock);
     pthread_join(px->thread, NULL);
+    if (px->dx != NULL)
+        braid_device_exec_destroy(px->dx);
     for (int i = 0; i < px->nfree; i++)
         braid_device()->event_destroy(px->free_events[i]);
     free(px->free_events);

@@ -1,6 +1,6 @@
 /*
  * The per-communicator proxy thread that runs calls on device buffers in the order of the
- * caller's streams (src/core/proxy.c).
+ * caller's streams, and the buckets of plans (src/core/proxy.c).
  */
 #ifndef BRAID_CORE_PROXY_H
 #define BRAID_CORE_PROXY_H
@@ -23,6 +23,16 @@ typedef struct braid_proxy_ticket {
  * failed and freed here or by the proxy: the caller must not touch them. */
 braid_status_t braid_proxy_submit(braid_comm_t *comm, int ordinal, braid_op_t **ops, int n,
                                   braid_proxy_ticket_t *t);
+/* Called on the proxy thread once a posted job ran, with its status. */
+typedef void (*braid_proxy_done_fn)(void *arg, braid_status_t st);
+
+/* Queue ops of one communicator (heap ops, entered) for its proxy (bucket plans: the
+ * caller goes on while they run); ordinal >= 0: device ops, after an event recorded now on
+ * their streams, as braid_proxy_submit, but no stream waits for them. done(arg, status) is
+ * called on the proxy thread after they ran. On an error returned here the ops were failed
+ * and freed and done is not called. */
+braid_status_t braid_proxy_post(braid_comm_t *comm, int ordinal, braid_op_t **ops, int n,
+                                braid_proxy_done_fn done, void *arg);
 /* The ticket's streams wait until the proxy has run its job. Separate from the submission,
  * so that a group records the events of every communicator before any stream waits (one
  * thread driving several ranks on one stream would otherwise wait for itself). */

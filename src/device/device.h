@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "device/view.h"
 
 typedef enum {
     BRAID_MEM_HOST = 0,      /* pageable host memory, or memory no runtime knows */
@@ -135,6 +136,31 @@ typedef struct braid_device_slice {
 } braid_device_slice_t;
 
 braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_device_slice_t *s);
+/*
+ * One slice of a bucket plan's step (src/exec/exec_view.c's view_block with device
+ * tensors): `count` elements, from flat element esrc of src and edst of dst.
+ *     a = gather(src) as acc, times *pre      (src set; padding reads 0)
+ *     a = in OP a  (in the acc type)          (in set and reduce)
+ *     out = a rounded to wire                 (out set)
+ *     dst = out if out is set, else a         (dst set: cast to each segment's type, times
+ *                                              dst->scale, added with dst->accumulate)
+ *   without src:  out = in (a copy), dst = in.
+ * in and out are host memory (transport slots, wire type), the views' segments device
+ * memory. Returns once every output is written.
+ */
+typedef struct braid_device_view_slice {
+    const braid_view_t *src, *dst;   /* either may be NULL */
+    size_t esrc, edst;
+    const void *in;
+    void *out;
+    size_t count;
+    int wire, acc, op;               /* braid_dtype_t, braid_dtype_t, braid_opkind_t */
+    int reduce;
+    const double *pre;
+} braid_device_view_slice_t;
+
+braid_status_t braid_device_exec_view_slice(braid_device_exec_t *dx,
+                                            const braid_device_view_slice_t *s);
 /* Copy device memory to the host, on the executor's stream, and wait for it. */
 braid_status_t braid_device_exec_read(braid_device_exec_t *dx, void *dst, const void *src,
                                       size_t bytes);

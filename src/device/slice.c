@@ -9,6 +9,12 @@
  * runtime refused) goes through one of two device bounce buffers. The slice returns once
  * its outputs are written, because the executor commits the slot right after.
  *
+ * A bucket plan's slice (braid_device_exec_view_slice) reads and writes views, tensors of
+ * several types: it gathers the source tensors into a device buffer of the accumulation
+ * type (a braid_k_cast per tensor, a memset per gap), reduces the received slot into it,
+ * rounds it to the wire type into the send slot and scatters it to the destination
+ * tensors (a braid_k_cast each), all ordered on the one stream.
+ *
  * Kernel images, tried in the table's order for the backend: CUDA loads its fatbin (the
  * driver picks the cubin or JITs the PTX) or, on braid's emulated driver, the emu image;
  * HIP loads its code-object bundle, else compiles the embedded source with hiprtc.
@@ -29,7 +35,7 @@
 
 typedef struct dev_kernels {
     void *module;               /* loaded once per device, for the process's life */
-    void *reduce, *copy;
+    void *reduce, *copy, *cast;
     const char *image;          /* which image loaded: "cuda sm_80 ...", "hip (hiprtc)" */
 } dev_kernels_t;
 
@@ -52,6 +58,8 @@ struct braid_device_exec {
     dev_kernels_t *k;
     char *bounce_in, *bounce_out;   /* device memory, bounce_bytes each */
     size_t bounce_bytes;
+    char *acc_a, *acc_b;            /* bucket plans' values in the acc type, acc_bytes each */
+    size_t acc_bytes;
     dev_scratch_t scratch[DEV_SCRATCH_MAX];
 };
 
@@ -68,6 +76,7 @@ static int image_for(const braid_device_ops_t *ops, const braid_gpu_image_t *img
 static braid_status_t kernels_find(const braid_device_ops_t *ops, void *mod, dev_kernels_t *k)
 {
     BRAID_CHECK(ops->module_function(mod, BRAID_KERNEL_REDUCE, &k->reduce));
+    BRAID_CHECK(ops->module_function(mod, BRAID_KERNEL_CAST, &k->cast));
     return ops->module_function(mod, BRAID_KERNEL_COPY, &k->copy);
 }
 
@@ -153,6 +162,10 @@ void braid_device_exec_destroy(braid_device_exec_t *dx)
     dx->ops->stream_destroy(dx->stream);
     dx->ops->mem_free(dx->bounce_in);
     dx->ops->mem_free(dx->bounce_out);
+    if (dx->acc_a != NULL)
+        dx->ops->mem_free(dx->acc_a);
+    if (dx->acc_b != NULL)
+        dx->ops->mem_free(dx->acc_b);
     for (int i = 0; i < DEV_SCRATCH_MAX; i++)
         if (dx->scratch[i].p != NULL)
             dx->ops->mem_free(dx->scratch[i].p);
@@ -270,6 +283,176 @@ braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_devi
     if (out == dx->bounce_out)
         BRAID_CHECK(ops->copy_async(s->out, dx->bounce_out, s->bytes, dx->stream));
     return ops->stream_sync(dx->stream);
+}
+
+/* ---- bucket plans: slices that read and write views (src/exec/exec_view.c's twin) ---- */
+
+/* dst[0..n) (ddt) = (accumulate ? dst : 0) + *scale * src[0..n) (sdt): braid_kern_cast. */
+static braid_status_t view_cast(braid_device_exec_t *dx, braid_dtype_t ddt, void *dst,
+                                braid_dtype_t sdt, const void *src, size_t n,
+                                const double *scale, int accumulate)
+{
+    braid_kargs_t a;
+    if (n == 0 || (ddt == sdt && scale == NULL && !accumulate && dst == src))
+        return BRAID_OK;
+    memset(&a, 0, sizeof(a));
+    a.in[0] = src;
+    a.out[0] = dst;
+    a.count = n;
+    a.dtype = ddt;
+    a.dtype_in = sdt;
+    a.accumulate = accumulate;
+    if (scale != NULL) {
+        a.premul.f = *scale;
+        a.premul_mask = 1u;
+    }
+    return launch(dx, dx->k->cast, &a, n);
+}
+
+/* a[0..n) = the view's elements e.. in type acc, times *pre; padding reads 0. */
+static braid_status_t view_gather(braid_device_exec_t *dx, const braid_view_t *v, size_t e,
+                                  size_t n, braid_dtype_t acc, char *a, const double *pre)
+{
+    size_t as = braid_dtype_size(acc), end = e + n;
+    for (int i = braid_view_find(v, e); e < end; i++) {
+        const braid_seg_t *s = i < v->nsegs ? &v->segs[i] : NULL;
+        size_t next = s != NULL && s->first < end ? s->first : end;
+        if (next > e) {                                         /* padding */
+            BRAID_CHECK(dx->ops->memset_async(a, 0, (next - e) * as, dx->stream));
+            a += (next - e) * as;
+            e = next;
+        }
+        if (s == NULL || e == end)
+            break;
+        size_t k = (s->first + s->count < end ? s->first + s->count : end) - e;
+        BRAID_CHECK(view_cast(dx, acc, a, s->dtype,
+                              s->ptr + (e - s->first) * braid_dtype_size(s->dtype), k, pre, 0));
+        a += k * as;
+        e += k;
+    }
+    return BRAID_OK;
+}
+
+/* The view's elements e.. = vals[0..n) of type vt, cast, scaled, copied or added. */
+static braid_status_t view_scatter(braid_device_exec_t *dx, const braid_view_t *v, size_t e,
+                                   size_t n, braid_dtype_t vt, const char *vals)
+{
+    size_t vs = braid_dtype_size(vt), end = e + n;
+    for (int i = braid_view_find(v, e); i < v->nsegs && v->segs[i].first < end; i++) {
+        const braid_seg_t *s = &v->segs[i];
+        size_t from = s->first > e ? s->first : e;
+        size_t to = s->first + s->count < end ? s->first + s->count : end;
+        char *p = s->ptr + (from - s->first) * braid_dtype_size(s->dtype);
+        BRAID_CHECK(view_cast(dx, s->dtype, p, vt, vals + (from - e) * vs, to - from,
+                              v->scaled ? &v->scale : NULL, v->accumulate));
+    }
+    return BRAID_OK;
+}
+
+/* The two acc-type buffers, allocated at the first bucket plan's slice and kept: 8 bytes
+ * per element of a slice of fp32, so a slice of a narrower wire type takes a few rounds. */
+static braid_status_t view_scratch(braid_device_exec_t *dx)
+{
+    if (dx->acc_b != NULL)
+        return BRAID_OK;
+    size_t bytes = 2 * dx->bounce_bytes < 4096 ? 4096 : 2 * dx->bounce_bytes;
+    if (dx->acc_a == NULL)
+        BRAID_CHECK(dx->ops->mem_alloc(bytes, (void **)&dx->acc_a));
+    BRAID_CHECK(dx->ops->mem_alloc(bytes, (void **)&dx->acc_b));
+    dx->acc_bytes = bytes;
+    return BRAID_OK;
+}
+
+/* A slot as the kernels reach it: mapped, or through a bounce buffer (`in`: filled now). */
+static braid_status_t view_slot(braid_device_exec_t *dx, const void *slot, size_t bytes,
+                                char *bounce, int in, char **dev_p)
+{
+    char *p = slot_mapped(dx, slot);
+    if (p == NULL && bytes > dx->bounce_bytes)
+        return braid_err(BRAID_ERR_INTERNAL, "a %zu-byte slice is larger than the %zu-byte "
+                         "device bounce buffers", bytes, dx->bounce_bytes);
+    if (p == NULL && in)
+        BRAID_CHECK(dx->ops->copy_async(bounce, slot, bytes, dx->stream));
+    *dev_p = p != NULL ? p : bounce;
+    return BRAID_OK;
+}
+
+/* Elements o..o+n of a slice with a source view: gather, reduce, send, scatter. `in` and
+ * `out` are the slots' device addresses (NULL: none). */
+static braid_status_t view_chunk(braid_device_exec_t *dx, const braid_device_view_slice_t *s,
+                                 const char *in, char *out, size_t o, size_t n)
+{
+    braid_dtype_t w = (braid_dtype_t)s->wire, acc = (braid_dtype_t)s->acc;
+    size_t ws = braid_dtype_size(w);
+    char *a = dx->acc_a;
+    BRAID_CHECK(view_gather(dx, s->src, s->esrc + o, n, acc, a, s->pre));
+    if (in != NULL) {
+        braid_kargs_t k;
+        memset(&k, 0, sizeof(k));
+        k.in[0] = in + o * ws;
+        if (w != acc) {
+            BRAID_CHECK(view_cast(dx, acc, dx->acc_b, w, in + o * ws, n, NULL, 0));
+            k.in[0] = dx->acc_b;
+        }
+        k.in[1] = a;                /* in OP gathered, as braid_kern_reduce(in, a) */
+        k.out[0] = a;
+        k.count = n;
+        k.nin = 2;
+        k.dtype = acc;
+        k.op = s->op;
+        BRAID_CHECK(launch(dx, dx->k->reduce, &k, n));
+    }
+    if (out != NULL)
+        BRAID_CHECK(view_cast(dx, w, out + o * ws, acc, a, n, NULL, 0));
+    if (s->dst == NULL)
+        return BRAID_OK;
+    return out != NULL ? view_scatter(dx, s->dst, s->edst + o, n, w, out + o * ws)
+                       : view_scatter(dx, s->dst, s->edst + o, n, acc, a);
+}
+
+/* With a source view: in rounds of what the acc buffers hold. */
+static braid_status_t view_slice_src(braid_device_exec_t *dx,
+                                     const braid_device_view_slice_t *s, size_t bytes)
+{
+    const braid_device_ops_t *ops = dx->ops;
+    char *in = NULL, *out = NULL;
+    BRAID_CHECK(view_scratch(dx));
+    if (s->in != NULL && s->reduce)
+        BRAID_CHECK(view_slot(dx, s->in, bytes, dx->bounce_in, 1, &in));
+    if (s->out != NULL)
+        BRAID_CHECK(view_slot(dx, s->out, bytes, dx->bounce_out, 0, &out));
+    size_t round = dx->acc_bytes / braid_dtype_size((braid_dtype_t)s->acc);
+    for (size_t o = 0; o < s->count; o += round)
+        BRAID_CHECK(view_chunk(dx, s, in, out, o, s->count - o < round ? s->count - o : round));
+    if (out == dx->bounce_out)
+        BRAID_CHECK(ops->copy_async(s->out, dx->bounce_out, bytes, dx->stream));
+    return BRAID_OK;
+}
+
+braid_status_t braid_device_exec_view_slice(braid_device_exec_t *dx,
+                                            const braid_device_view_slice_t *s)
+{
+    size_t ws = braid_dtype_size((braid_dtype_t)s->wire), bytes = s->count * ws;
+    if (ws == 0 || braid_dtype_size((braid_dtype_t)s->acc) == 0 ||
+        (s->src == NULL && s->in == NULL))
+        return braid_err(BRAID_ERR_INTERNAL, "a bucket plan's device slice has no input or "
+                         "bad types (wire %d, acc %d)", s->wire, s->acc);
+    if (s->count == 0)
+        return BRAID_OK;
+    if (s->src != NULL) {
+        BRAID_CHECK(view_slice_src(dx, s, bytes));
+    } else {
+        /* the received value passes through: to the send slot as is, to the tensors cast */
+        if (s->out != NULL)
+            memcpy(s->out, s->in, bytes);
+        if (s->dst != NULL) {
+            char *in;
+            BRAID_CHECK(view_slot(dx, s->in, bytes, dx->bounce_in, 1, &in));
+            BRAID_CHECK(view_scatter(dx, s->dst, s->edst, s->count, (braid_dtype_t)s->wire,
+                                     in));
+        }
+    }
+    return dx->ops->stream_sync(dx->stream);
 }
 
 void braid_device_report(void (*line)(void *arg, const char *text), void *arg)

@@ -24,6 +24,7 @@
 
 #include "exec/exec.h"
 #include "exec/exec_pull.h"
+#include "exec/exec_view.h"
 #include "base/log.h"
 #include "base/param.h"
 
@@ -263,21 +264,13 @@ static char *ref_ptr(const braid_op_t *op, braid_ref_t r, size_t off)
 /* Produce the slice's value into `out` (a send slot or the destination); `stream`: out is
  * the destination of a call whose outputs are streamed (op->stream_out), so copies into it
  * use non-temporal stores. */
-/* The pre-multiplier of a step's src: only this rank's own input of a reduction is
- * pre-multiplied (not a partial result that BRAID_STEP_ACC marks). */
-static const braid_scalar_t *slice_pre(const braid_op_t *op, const braid_step_t *st)
-{
-    int own = (st->flags & BRAID_STEP_REDUCE) && !(st->flags & BRAID_STEP_ACC);
-    return own && op->redop.premul ? &op->redop.scalar : NULL;
-}
-
 static void slice_compute(const braid_op_t *op, const braid_step_t *st, void *out,
                           const void *in, const char *src, size_t len, int stream)
 {
     size_t n = len / op->sched.align;
     const braid_redop_spec_t *r = &op->redop;
     int reduce = (st->flags & BRAID_STEP_REDUCE) != 0;
-    const braid_scalar_t *pre = slice_pre(op, st);
+    const braid_scalar_t *pre = braid_step_pre(op, st);
     void (*copy)(void *, const void *, size_t) = stream ? braid_kern_copy_stream
                                                         : braid_kern_copy;
 
@@ -303,7 +296,7 @@ static braid_status_t slice_device(const braid_op_t *op, const braid_step_t *st,
         .out = out, .dst = dst, .in = in, .src = src, .bytes = len,
         .count = len / op->sched.align, .dtype = op->dtype, .op = r->kind,
         .reduce = (st->flags & BRAID_STEP_REDUCE) && in != NULL && src != NULL,
-        .premul = slice_pre(op, st),
+        .premul = braid_step_pre(op, st),
         .postdiv = (st->flags & BRAID_STEP_FINAL) ? r->postdiv : 0,
     };
     return braid_device_exec_slice(op->dev, &s);
@@ -384,9 +377,11 @@ static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
             return braid_err(BRAID_ERR_INTERNAL, "slot of %zu bytes to rank %d is smaller "
                              "than the %zu-byte slice", cap, st->send_peer, len);
     }
-    char *dst = ref_ptr(op, st->dst, off);
-    if (out != NULL || dst != NULL)     /* else a token: received and dropped */
-        BRAID_CHECK(slice_run(op, st, out, dst, in, ref_ptr(op, st->src, off), len));
+    if (braid_exec_view_step(op, st))
+        BRAID_CHECK(braid_exec_view_slice(op, st, out, in, off, len));
+    else if (out != NULL || st->dst.buf != BRAID_BUF_NONE)   /* else a token: dropped */
+        BRAID_CHECK(slice_run(op, st, out, ref_ptr(op, st->dst, off), in,
+                              ref_ptr(op, st->src, off), len));
     if (sc != NULL)
         BRAID_CHECK(braid_conn_send_commit(sc, len, &op->hdr));
     if (rc != NULL)

@@ -21,6 +21,7 @@
 #include "exec/sched.h"
 #include "base/time.h"
 #include "device/device.h"
+#include "device/view.h"
 #include "kernels/kernels.h"
 #include "transports/transport.h"
 
@@ -55,6 +56,8 @@ typedef struct braid_op {
     void *bufs[BRAID_BUF_NUM];      /* by braid_buf_t; SCRATCH, HELLO are made by start */
     braid_dtype_t dtype;
     braid_redop_spec_t redop;
+    const braid_view_t *views[BRAID_BUF_NUM];   /* a view replaces bufs[] there (SEND, RECV) */
+    braid_dtype_t acc;              /* with views: the type sums are taken in */
     braid_msg_hdr_t hdr;            /* sent with every message of this op */
     braid_msg_hdr_t expect;         /* what every received message must carry */
     int rank, nranks;
@@ -94,6 +97,15 @@ typedef struct braid_op {
 #define BRAID_OP_INLINE_TICKETS 64
     uint64_t tickets_inline[BRAID_OP_INLINE_TICKETS];   /* used up to 32 ranks */
 } braid_op_t;
+
+/* The pre-multiplier of a step's src: only this rank's own input of a reduction is
+ * pre-multiplied (not a partial result that BRAID_STEP_ACC marks); NULL: none. */
+static inline const braid_scalar_t *braid_step_pre(const braid_op_t *op,
+                                                   const braid_step_t *st)
+{
+    int own = (st->flags & BRAID_STEP_REDUCE) && !(st->flags & BRAID_STEP_ACC);
+    return own && op->redop.premul ? &op->redop.scalar : NULL;
+}
 
 /* Zero every field of op but the inline arrays (sched's steps and the tickets, 1.5 KB that
  * are written before they are read): clearing them would cost a small call a third of its
