@@ -182,7 +182,9 @@ ncclResult_t braidPlanSetShards(braidPlan_t plan, void *gradShard, const void *p
 ncclResult_t braidPlanReady(braidPlan_t plan, int tensor, cudaStream_t stream);
 
 /* Launch every bucket not launched yet in this iteration, ready or not (tensors never
- * marked, like unused parameters, are reduced as they are), and end the iteration. */
+ * marked, like unused parameters, are reduced as they are), and end the iteration. An
+ * iteration without marks (its marks already launched every bucket) has nothing to
+ * flush. */
 ncclResult_t braidPlanFlush(braidPlan_t plan);
 
 /* FSDP, HSDP: all-gather bucket `bucket`'s parameters from every rank's paramShard into

@@ -182,10 +182,12 @@ braid_status_t braid_plan_ready(braid_plan_t *plan, int tensor, void *stream)
     return st;
 }
 
+/* An iteration not begun (no mark since the last one ended) has nothing to flush: a flush
+ * after marks that completed it must not launch another. */
 braid_status_t braid_plan_flush(braid_plan_t *plan)
 {
     pthread_mutex_lock(&plan->lock);
-    braid_status_t st = launch_from_next(plan, 1);
+    braid_status_t st = plan->norder > 0 ? launch_from_next(plan, 1) : BRAID_OK;
     pthread_mutex_unlock(&plan->lock);
     return st;
 }
