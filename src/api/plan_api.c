@@ -283,9 +283,28 @@ BRAID_EXPORT ncclResult_t braidPlanSetShards(braidPlan_t plan, void *gradShard,
     PLAN_CALL("braidPlanSetShards", plan, set_shards(p_, gradShard, paramShard));
 }
 
+/* Device plans: a capturing stream (CUDA graphs) is refused, as for any device call. */
+static braid_status_t check_stream(braid_plan_t *p, const char *what, void *stream)
+{
+    int capturing = 0;
+    if (braid_plan_ordinal(p) >= 0)
+        BRAID_CHECK(braid_device()->stream_capturing(stream, &capturing));
+    if (capturing)
+        return braid_err(BRAID_ERR_USAGE, "%s: the stream is being captured (CUDA graph): "
+                         "braid does not support stream capture; make the call outside the "
+                         "capture", what);
+    return BRAID_OK;
+}
+
+static braid_status_t plan_ready(braid_plan_t *p, int tensor, void *stream)
+{
+    BRAID_CHECK(check_stream(p, "braidPlanReady", stream));
+    return braid_plan_ready(p, tensor, stream);
+}
+
 BRAID_EXPORT ncclResult_t braidPlanReady(braidPlan_t plan, int tensor, cudaStream_t stream)
 {
-    PLAN_CALL("braidPlanReady", plan, braid_plan_ready(p_, tensor, stream));
+    PLAN_CALL("braidPlanReady", plan, plan_ready(p_, tensor, stream));
 }
 
 BRAID_EXPORT ncclResult_t braidPlanFlush(braidPlan_t plan)
@@ -293,9 +312,15 @@ BRAID_EXPORT ncclResult_t braidPlanFlush(braidPlan_t plan)
     PLAN_CALL("braidPlanFlush", plan, braid_plan_flush(p_));
 }
 
+static braid_status_t plan_gather(braid_plan_t *p, int bucket, void *stream)
+{
+    BRAID_CHECK(check_stream(p, "braidPlanGather", stream));
+    return braid_plan_gather(p, bucket, stream);
+}
+
 BRAID_EXPORT ncclResult_t braidPlanGather(braidPlan_t plan, int bucket, cudaStream_t stream)
 {
-    PLAN_CALL("braidPlanGather", plan, braid_plan_gather(p_, bucket, stream));
+    PLAN_CALL("braidPlanGather", plan, plan_gather(p_, bucket, stream));
 }
 
 static braid_status_t plan_test(braid_plan_t *p, int bucket, int *done)
