@@ -202,7 +202,8 @@ static void *guarded(ncclDataType_t t, size_t count, char **mem_p)
 static int guards_ok(const void *p, ncclDataType_t t, size_t count)
 {
     size_t es = tsize(t);
-    const unsigned char *a = (const unsigned char *)p - GUARD * es, *b = (const unsigned char *)p + count * es;
+    const unsigned char *a = (const unsigned char *)p - GUARD * es;
+    const unsigned char *b = (const unsigned char *)p + count * es;
     for (size_t k = 0; k < GUARD * es; k++)
         if (a[k] != GUARD_BITS || b[k] != GUARD_BITS)
             return 0;
