@@ -112,6 +112,17 @@ static braid_status_t check_shape(const braid_comm_t *comm, coll_args_t *a)
     }
 }
 
+braid_status_t braid_api_check_capture(const char *what, void *stream)
+{
+    int capturing = 0;
+    BRAID_CHECK(braid_device()->stream_capturing(stream, &capturing));
+    if (capturing)
+        return braid_err(BRAID_ERR_USAGE, "%s: the stream is being captured (CUDA graph): "
+                         "braid does not support stream capture; make the call outside the "
+                         "capture", what);
+    return BRAID_OK;
+}
+
 braid_status_t braid_api_buffers_place(braid_comm_t *comm, const char *what, const void *sbuf,
                                        int has_send, const void *rbuf, int has_recv,
                                        void *stream, braid_call_t *call)
@@ -142,12 +153,7 @@ braid_status_t braid_api_buffers_place(braid_comm_t *comm, const char *what, con
     if (sdev && rdev && s.ordinal != r.ordinal)
         return braid_err(BRAID_ERR_INVALID, "%s: sendbuff is on device %d and recvbuff on "
                          "device %d: one call uses one device", what, s.ordinal, r.ordinal);
-    int capturing = 0;
-    BRAID_CHECK(dev->stream_capturing(stream, &capturing));
-    if (capturing)
-        return braid_err(BRAID_ERR_USAGE, "%s: the stream is being captured (CUDA graph): "
-                         "braid does not support stream capture; make the call outside the "
-                         "capture", what);
+    BRAID_CHECK(braid_api_check_capture(what, stream));
     call->on_device = 1;
     call->ordinal = sdev ? s.ordinal : r.ordinal;
     call->stream = stream;

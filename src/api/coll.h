@@ -18,6 +18,9 @@ braid_status_t braid_api_check_dtype(const char *what, int datatype);
 braid_status_t braid_api_check_op(const braid_comm_t *comm, const char *what, int op,
                                   braid_dtype_t datatype, int reduces);
 
+/* A device call's stream is not being captured (CUDA graphs): braid has no graph support. */
+braid_status_t braid_api_check_capture(const char *what, void *stream);
+
 /*
  * Where the buffers are (has_send, has_recv: which of them the call uses on this rank):
  * device (or managed) memory makes the call a device call, ordered on the stream (sets

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/coll.h"
 #include "braid.h"
 #include "core/enqueue.h"
 #include "core/plan.h"
@@ -286,14 +287,7 @@ BRAID_EXPORT ncclResult_t braidPlanSetShards(braidPlan_t plan, void *gradShard,
 /* Device plans: a capturing stream (CUDA graphs) is refused, as for any device call. */
 static braid_status_t check_stream(braid_plan_t *p, const char *what, void *stream)
 {
-    int capturing = 0;
-    if (braid_plan_ordinal(p) >= 0)
-        BRAID_CHECK(braid_device()->stream_capturing(stream, &capturing));
-    if (capturing)
-        return braid_err(BRAID_ERR_USAGE, "%s: the stream is being captured (CUDA graph): "
-                         "braid does not support stream capture; make the call outside the "
-                         "capture", what);
-    return BRAID_OK;
+    return braid_plan_ordinal(p) >= 0 ? braid_api_check_capture(what, stream) : BRAID_OK;
 }
 
 static braid_status_t plan_ready(braid_plan_t *p, int tensor, void *stream)
