@@ -313,22 +313,15 @@ static braid_status_t view_cast(braid_device_exec_t *dx, braid_dtype_t ddt, void
 static braid_status_t view_gather(braid_device_exec_t *dx, const braid_view_t *v, size_t e,
                                   size_t n, braid_dtype_t acc, char *a, const double *pre)
 {
-    size_t as = braid_dtype_size(acc), end = e + n;
-    for (int i = braid_view_find(v, e); e < end; i++) {
-        const braid_seg_t *s = i < v->nsegs ? &v->segs[i] : NULL;
-        size_t next = s != NULL && s->first < end ? s->first : end;
-        if (next > e) {                                         /* padding */
-            BRAID_CHECK(dx->ops->memset_async(a, 0, (next - e) * as, dx->stream));
-            a += (next - e) * as;
-            e = next;
-        }
-        if (s == NULL || e == end)
-            break;
-        size_t k = (s->first + s->count < end ? s->first + s->count : end) - e;
-        BRAID_CHECK(view_cast(dx, acc, a, s->dtype,
-                              s->ptr + (e - s->first) * braid_dtype_size(s->dtype), k, pre, 0));
-        a += k * as;
-        e += k;
+    braid_view_iter_t it = braid_view_iter(v, e, n);
+    const braid_seg_t *s;
+    size_t as = braid_dtype_size(acc), first, k;
+    while ((k = braid_view_next(&it, &s, &first)) > 0) {
+        char *to = a + (first - e) * as;
+        if (s == NULL)
+            BRAID_CHECK(dx->ops->memset_async(to, 0, k * as, dx->stream));
+        else
+            BRAID_CHECK(view_cast(dx, acc, to, s->dtype, braid_seg_at(s, first), k, pre, 0));
     }
     return BRAID_OK;
 }
@@ -337,15 +330,14 @@ static braid_status_t view_gather(braid_device_exec_t *dx, const braid_view_t *v
 static braid_status_t view_scatter(braid_device_exec_t *dx, const braid_view_t *v, size_t e,
                                    size_t n, braid_dtype_t vt, const char *vals)
 {
-    size_t vs = braid_dtype_size(vt), end = e + n;
-    for (int i = braid_view_find(v, e); i < v->nsegs && v->segs[i].first < end; i++) {
-        const braid_seg_t *s = &v->segs[i];
-        size_t from = s->first > e ? s->first : e;
-        size_t to = s->first + s->count < end ? s->first + s->count : end;
-        char *p = s->ptr + (from - s->first) * braid_dtype_size(s->dtype);
-        BRAID_CHECK(view_cast(dx, s->dtype, p, vt, vals + (from - e) * vs, to - from,
-                              v->scaled ? &v->scale : NULL, v->accumulate));
-    }
+    braid_view_iter_t it = braid_view_iter(v, e, n);
+    const braid_seg_t *s;
+    size_t vs = braid_dtype_size(vt), first, k;
+    while ((k = braid_view_next(&it, &s, &first)) > 0)
+        if (s != NULL)
+            BRAID_CHECK(view_cast(dx, s->dtype, braid_seg_at(s, first), vt,
+                                  vals + (first - e) * vs, k, v->scaled ? &v->scale : NULL,
+                                  v->accumulate));
     return BRAID_OK;
 }
 

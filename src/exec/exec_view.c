@@ -24,22 +24,15 @@
 static void view_gather(const braid_view_t *v, size_t e, size_t n, braid_dtype_t acc,
                         char *a, const double *pre)
 {
-    size_t as = braid_dtype_size(acc), end = e + n;
-    for (int i = braid_view_find(v, e); e < end; i++) {
-        const braid_seg_t *s = i < v->nsegs ? &v->segs[i] : NULL;
-        size_t next = s != NULL && s->first < end ? s->first : end;
-        if (next > e) {                                         /* padding */
-            memset(a, 0, (next - e) * as);
-            a += (next - e) * as;
-            e = next;
-        }
-        if (s == NULL || e == end)
-            break;
-        size_t k = (s->first + s->count < end ? s->first + s->count : end) - e;
-        braid_kern_cast(acc, a, s->dtype, s->ptr + (e - s->first) * braid_dtype_size(s->dtype),
-                        k, pre, 0);
-        a += k * as;
-        e += k;
+    braid_view_iter_t it = braid_view_iter(v, e, n);
+    const braid_seg_t *s;
+    size_t as = braid_dtype_size(acc), first, k;
+    while ((k = braid_view_next(&it, &s, &first)) > 0) {
+        char *to = a + (first - e) * as;
+        if (s == NULL)
+            memset(to, 0, k * as);
+        else
+            braid_kern_cast(acc, to, s->dtype, braid_seg_at(s, first), k, pre, 0);
     }
 }
 
@@ -47,28 +40,25 @@ static void view_gather(const braid_view_t *v, size_t e, size_t n, braid_dtype_t
 static void view_scatter(const braid_view_t *v, size_t e, size_t n, braid_dtype_t vt,
                          const char *vals)
 {
-    size_t vs = braid_dtype_size(vt), end = e + n;
-    for (int i = braid_view_find(v, e); i < v->nsegs && v->segs[i].first < end; i++) {
-        const braid_seg_t *s = &v->segs[i];
-        size_t from = s->first > e ? s->first : e;
-        size_t to = s->first + s->count < end ? s->first + s->count : end;
-        braid_kern_cast(s->dtype, s->ptr + (from - s->first) * braid_dtype_size(s->dtype),
-                        vt, vals + (from - e) * vs, to - from, v->scaled ? &v->scale : NULL,
-                        v->accumulate);
-    }
+    braid_view_iter_t it = braid_view_iter(v, e, n);
+    const braid_seg_t *s;
+    size_t vs = braid_dtype_size(vt), first, k;
+    while ((k = braid_view_next(&it, &s, &first)) > 0)
+        if (s != NULL)
+            braid_kern_cast(s->dtype, braid_seg_at(s, first), vt, vals + (first - e) * vs, k,
+                            v->scaled ? &v->scale : NULL, v->accumulate);
 }
 
 /* How many elements from flat element e a block takes: at most VIEW_BLOCK and `left`, and
  * not across an edge of the view's segments (so a block of one segment is read in place). */
 static size_t view_run(const braid_view_t *v, size_t e, size_t left)
 {
-    size_t b = left < VIEW_BLOCK ? left : VIEW_BLOCK;
-    int i = v != NULL ? braid_view_find(v, e) : 0;
-    if (v == NULL || i == v->nsegs)
+    size_t b = left < VIEW_BLOCK ? left : VIEW_BLOCK, first;
+    const braid_seg_t *s;
+    if (v == NULL)
         return b;
-    const braid_seg_t *s = &v->segs[i];
-    size_t edge = s->first > e ? s->first : s->first + s->count;
-    return edge - e < b ? edge - e : b;
+    braid_view_iter_t it = braid_view_iter(v, e, b);
+    return braid_view_next(&it, &s, &first);
 }
 
 /* The block's own contribution in type acc: the tensor itself where the block lies in one
@@ -77,10 +67,11 @@ static size_t view_run(const braid_view_t *v, size_t e, size_t left)
 static const char *view_own(const braid_view_t *v, size_t e, size_t b, braid_dtype_t acc,
                             char *buf, const braid_scalar_t **pre_p)
 {
-    int i = braid_view_find(v, e);
-    const braid_seg_t *s = i < v->nsegs ? &v->segs[i] : NULL;
-    if (s != NULL && s->dtype == acc && s->first <= e && e + b <= s->first + s->count)
-        return s->ptr + (e - s->first) * braid_dtype_size(acc);
+    braid_view_iter_t it = braid_view_iter(v, e, b);
+    const braid_seg_t *s;
+    size_t first;
+    if (braid_view_next(&it, &s, &first) == b && s != NULL && s->dtype == acc)
+        return braid_seg_at(s, e);
     view_gather(v, e, b, acc, buf, *pre_p != NULL ? &(*pre_p)->f : NULL);
     *pre_p = NULL;
     return buf;
