@@ -20,7 +20,7 @@
  * FSDP (--pattern fsdp): each rank keeps an fp32 shard of the parameters; braidPlanGather
  * of every bucket fills the full parameters before forward, the marks reduce-scatter the
  * gradients into the gradient shard, and SGD updates the shard only. Where each parameter
- * lives in the shards is asked of the plan (shard_setup); braidAllGatherV brings every
+ * lives in the shards follows braid.h's rule (shard_layout); braidAllGatherV brings every
  * rank's shard together for the final check.
  *
  * The check, on rank 0. Every step it also computes the exact mean gradient at the weights
@@ -384,68 +384,44 @@ static void gather_all(demo_t *d)
     to_host(d, d->w, d->w_d, MLP_NPARAMS);
 }
 
-/* One probe pass: gather `digit` of each shard element; the gathered values must be 0..255. */
-static void shard_probe_pass(demo_t *d, int pass, int ndig)
+/*
+ * Where every parameter element lives in the shards, by braid.h's rule (braidPlanShardCount):
+ * bucket by bucket, the bucket's flat elements (its tensors in braidPlanBucketInfo's order,
+ * then padding) are split in units of padMultiple, rank r taking units / n of them, plus
+ * one when r < units % n.
+ */
+static void shard_layout(demo_t *d)
 {
-    size_t n = d->shard_counts[d->rank];
-    for (size_t k = 0; k < n; k++)
-        d->wshard[k] = pass < ndig ? (float)((k >> (8 * pass)) & 255) : (float)d->rank;
-    for (size_t e = 0; e < MLP_NPARAMS; e++)
-        d->w[e] = -1.0f;
-    gather_all(d);
-    for (size_t e = 0; e < MLP_NPARAMS; e++) {
-        float v = d->w[e];
-        if (!(v >= 0 && v <= 255 && v == floorf(v))) {
-            fprintf(stderr, "mlp_demo: rank %d: shard probe: parameter element %zu gathered "
-                    "as %g, not a value of the shards\n", d->rank, e, (double)v);
-            exit(1);
-        }
-        if (pass < ndig)
-            d->src_index[e] |= (size_t)v << (8 * pass);
-        else
-            d->src_rank[e] = (int)v;
+    size_t pad = (size_t)d->nranks, ws = d->bf16 ? 2 : 4, n = (size_t)d->nranks;
+    size_t *off = xcalloc(n, sizeof(size_t));     /* each rank's shard so far */
+    for (int b = 0; b < d->nbuckets; b++) {
+        int nt;
+        const int *t;
+        size_t bytes, f = 0, r = 0, first = 0;
+        CHECK(d, braidPlanBucketInfo(d->plan, b, &nt, &t, &bytes));
+        size_t units = bytes / ws / pad, base = units / n, extra = units % n;
+#define SHARD_LEN(_r) ((base + ((_r) < extra ? 1 : 0)) * pad)
+        for (int k = 0; k < nt; k++)
+            for (size_t e = mlp_off[t[k]]; e < mlp_off[t[k] + 1]; e++, f++) {
+                while (f >= first + SHARD_LEN(r))  /* flat order: the owners come in order */
+                    first += SHARD_LEN(r++);
+                d->src_rank[e] = (int)r;
+                d->src_index[e] = off[r] + f - first;
+            }
+        for (r = 0; r < n; r++)
+            off[r] += SHARD_LEN(r);
+#undef SHARD_LEN
     }
-}
-
-/* Whether the probe found one parameter element per shard element (padding aside); if
- * not, names the first element that breaks it. */
-static int shard_probe_verify(demo_t *d)
-{
-    size_t total = 0, used = 0, e;
-    for (int r = 0; r < d->nranks; r++)
-        total += d->shard_counts[r];
-    size_t *owner = xcalloc(total, sizeof(size_t));   /* parameter element + 1, or 0 */
-    for (e = 0; e < MLP_NPARAMS; e++, used++) {
-        int r = d->src_rank[e];
-        size_t k = d->src_index[e], at = k;
-        for (int q = 0; q < r && q < d->nranks; q++)
-            at += d->shard_counts[q];
-        if (r >= d->nranks || k >= d->shard_counts[r] || owner[at] != 0)
-            break;
-        owner[at] = e + 1;
-    }
-    if (e < MLP_NPARAMS)
-        fprintf(stderr, "mlp_demo: rank %d: shard probe: %s element %zu came from rank %d's "
-                "shard element %zu, %s\n", d->rank, mlp_names[mlp_tensor_of(e)],
-                e - mlp_off[mlp_tensor_of(e)], d->src_rank[e], d->src_index[e],
-                d->src_rank[e] >= d->nranks || d->src_index[e] >= d->shard_counts[d->src_rank[e]]
-                    ? "which does not exist" : "as did another parameter element");
-    else if (d->rank == 0)
-        printf("mlp_demo: shards: %zu elements on this rank, %zu in all, %zu padding\n",
-               d->shard_counts[0], total, total - used);
-    free(owner);
-    return e == MLP_NPARAMS;
+    free(off);
 }
 
 /*
- * FSDP: set up the shard buffers and fill the parameter shard from w_full. The header fixes
- * the shards' order (bucket by bucket) but not how one bucket is split among the ranks, so
- * the demo asks the plan: it gathers small integers, exact in any wire type (the shard index
- * in base 256, then the rank), and reads where each parameter element came from.
+ * FSDP: set up the shard buffers and fill the parameter shard from w_full (shard_layout
+ * says where each parameter element goes).
  */
 static void shard_setup(demo_t *d, const float *w_full)
 {
-    size_t n, max = 0;
+    size_t n;
     uint64_t mine, *all = xcalloc((size_t)d->nranks, sizeof(uint64_t));
     CHECK(d, braidPlanShardCount(d->plan, &n));
     mine = n;
@@ -454,21 +430,11 @@ static void shard_setup(demo_t *d, const float *w_full)
     d->gshard = xcalloc(n, sizeof(float));
     d->wshard_d = dev_twin(d, d->wshard, n);
     d->gshard_d = dev_twin(d, d->gshard, n);
-    for (int r = 0; r < d->nranks; r++) {
+    for (int r = 0; r < d->nranks; r++)
         d->shard_counts[r] = (size_t)all[r];
-        max = d->shard_counts[r] > max ? d->shard_counts[r] : max;
-    }
     free(all);
     CHECK(d, braidPlanSetShards(d->plan, d->gshard_d, d->wshard_d));
-    int ndig = 1;
-    while (ndig < 8 && max > 0 && (max - 1) >> (8 * ndig) != 0)
-        ndig++;
-    memset(d->src_index, 0, MLP_NPARAMS * sizeof(size_t));
-    for (int pass = 0; pass <= ndig; pass++)
-        shard_probe_pass(d, pass, ndig);
-    if (!shard_probe_verify(d))
-        exit(1);
-    memset(d->wshard, 0, n * sizeof(float));
+    shard_layout(d);
     for (size_t e = 0; e < MLP_NPARAMS; e++)
         if (d->src_rank[e] == d->rank)
             d->wshard[d->src_index[e]] = w_full[e];
@@ -770,12 +736,11 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if ((st = demo_env(d)) != 0 || (st = demo_args(d, argc, argv)) != 0)
         return st < 0 ? 0 : st;
-    if (d->fsdp && (d->nranks > 256 || d->rebuild)) {
+    if (d->fsdp && d->rebuild) {
         if (d->rank == 0)
-            fprintf(stderr, "mlp_demo: --pattern fsdp: %s\n", d->rebuild ? "--rebuild is "
-                    "for ddp (braidPlanRebuild rebuilds DDP plans only: a sharded plan's "
-                    "shards would move under the parameters)" : "at most 256 ranks (the "
-                    "shard probe)");
+            fprintf(stderr, "mlp_demo: --pattern fsdp: --rebuild is for ddp (braidPlanRebuild "
+                    "rebuilds DDP plans only: a sharded plan's shards would move under the "
+                    "parameters)\n");
         return 2;
     }
     char why[256] = "cannot use device 0 (the driver said why above)";
