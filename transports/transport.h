@@ -208,6 +208,11 @@ typedef struct braid_transport {
     /* Move what is in flight (called on every idle pass while an operation waits, on any
      * transport); NULL where a commit is delivery, as for braid_conn_ops_t.flush. */
     void (*drive)(void *tp);
+    /* Where a waiting rank runs: publish this rank's CPU (sched_getcpu) / the CPU rank r
+     * published last, -1 if unknown. NULL where peers cannot share a core (other hosts):
+     * the executor yields a waiting rank's core only to a peer that shares it. */
+    void (*publish_cpu)(void *tp, int cpu);
+    int (*peer_cpu)(void *tp, int r);
 } braid_transport_t;
 
 /* The built-in transports in setup order (transports/transports.c), NULL-terminated. */

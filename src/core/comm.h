@@ -137,5 +137,8 @@ void braid_comm_transports_teardown(braid_comm_t *comm, braid_comm_state_t state
 void braid_comm_peer(braid_comm_t *comm, int r, braid_peer_health_t *h);
 void braid_comm_peer_ask(braid_comm_t *comm, int r);
 void braid_comm_drive(braid_comm_t *comm);
+/* Publish the CPU this rank waits on; the CPU where rank r last waited (-1: unknown). */
+void braid_comm_publish_cpu(braid_comm_t *comm, int cpu);
+int braid_comm_peer_cpu(braid_comm_t *comm, int r);
 
 #endif

@@ -9,6 +9,7 @@
  * this host are read in shared memory, those of other hosts are asked over their health
  * links (transports/transport.h: peer health).
  */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -226,8 +227,17 @@ static void comm_drive(void *ctx)
     braid_comm_drive(ctx);
 }
 
+/* Publish where this rank waits; does the peer it waits on share that CPU? */
+static int comm_near(void *ctx, const braid_op_t *op)
+{
+    int cpu = sched_getcpu(), peer = op_waits_on(op);
+    braid_comm_publish_cpu(ctx, cpu);
+    return cpu >= 0 && peer >= 0 && braid_comm_peer_cpu(ctx, peer) == cpu;
+}
+
 const braid_exec_hooks_t braid_comm_exec_hooks = {
     .check = comm_check,
     .stalled = comm_stalled,
     .drive = comm_drive,
+    .near = comm_near,
 };

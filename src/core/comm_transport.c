@@ -107,6 +107,24 @@ void braid_comm_peer_ask(braid_comm_t *comm, int r)
             braid_transports[i]->ask(comm->tp[i], r);
 }
 
+void braid_comm_publish_cpu(braid_comm_t *comm, int cpu)
+{
+    for (int i = 0; braid_transports[i] != NULL; i++)
+        if (comm->tp[i] != NULL && braid_transports[i]->publish_cpu != NULL)
+            braid_transports[i]->publish_cpu(comm->tp[i], cpu);
+}
+
+int braid_comm_peer_cpu(braid_comm_t *comm, int r)
+{
+    for (int i = 0; braid_transports[i] != NULL; i++)
+        if (comm->tp[i] != NULL && braid_transports[i]->peer_cpu != NULL) {
+            int cpu = braid_transports[i]->peer_cpu(comm->tp[i], r);
+            if (cpu >= 0)
+                return cpu;
+        }
+    return -1;
+}
+
 void braid_comm_drive(braid_comm_t *comm)
 {
     for (int i = 0; braid_transports[i] != NULL; i++)

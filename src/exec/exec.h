@@ -46,6 +46,9 @@ typedef struct braid_exec_hooks {
     /* Called on every pass in which no op moved (may be NULL): drive transports that move
      * data only when driven, whatever connection the op waits on. */
     void (*drive)(void *ctx);
+    /* Called now and then while the op waits (may be NULL): publish where this rank runs,
+     * and say whether the peer the op waits on last ran on the same CPU. */
+    int (*near)(void *ctx, const struct braid_op *op);
 } braid_exec_hooks_t;
 
 #define BRAID_HDR_HISTORY 8

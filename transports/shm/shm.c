@@ -44,6 +44,8 @@ typedef struct shm_ctrl {
     _Atomic uint64_t seq_done;      /* last collective sequence number completed */
     uint64_t self_addr;             /* this block's address in its owner's process */
     uint64_t proc_key;              /* braid_cma_proc_key() of its owner */
+    _Alignas(64) _Atomic int32_t cpu;   /* where it last waited (its own line: written
+                                         * while waiting, read by waiting peers) */
 } shm_ctrl_t;
 
 #define SHM_CTRL_MAGIC 0x62726169647368ull /* "braidsh" */
@@ -450,6 +452,7 @@ static braid_status_t shm_create_own(braid_shm_t *shm)
     ctrl->self_addr = (uint64_t)(uintptr_t)ctrl;
     ctrl->proc_key = braid_cma_proc_key();
     atomic_store(&ctrl->state, BRAID_COMM_INITIALIZING);
+    atomic_store(&ctrl->cpu, -1);
     ctrl->magic = SHM_CTRL_MAGIC;  /* peers look after the bootstrap barrier */
     return BRAID_OK;
 }
@@ -637,6 +640,20 @@ static int shm_peer(void *tp, int r, braid_peer_health_t *h)
     return 1;
 }
 
+static void shm_publish_cpu(void *tp, int cpu)
+{
+    braid_shm_t *shm = tp;
+    shm_ctrl_t *mine = shm_ctrl(shm, shm->ctx->rank);
+    if (mine != NULL && atomic_load_explicit(&mine->cpu, memory_order_relaxed) != cpu)
+        atomic_store_explicit(&mine->cpu, cpu, memory_order_relaxed);
+}
+
+static int shm_peer_cpu(void *tp, int r)
+{
+    shm_ctrl_t *ctrl = shm_ctrl(tp, r);
+    return ctrl != NULL ? atomic_load_explicit(&ctrl->cpu, memory_order_relaxed) : -1;
+}
+
 /* A local peer's progress is always in its control block: nothing to ask. */
 static void shm_ask(void *tp, int r)
 {
@@ -653,4 +670,6 @@ const braid_transport_t braid_transport_shm = {
     .peer = shm_peer,
     .ask = shm_ask,
     .drive = NULL,          /* a commit is delivery */
+    .publish_cpu = shm_publish_cpu,
+    .peer_cpu = shm_peer_cpu,
 };
