@@ -26,18 +26,6 @@ static struct {
 
 /* ---- the algorithm: chunks to bytes ------------------------------------------------------ */
 
-/* Elements per "unit" of the call that the schedule cuts into chunks: the all-reduce
- * buffer, one rank's block of all-gather and reduce-scatter, one peer's of all-to-all. */
-static int us_takes(const us_sched_t *u, const braid_coll_t *c)
-{
-    if (u->retired || c->kind != u->kind || c->nranks != u->nranks || c->count == 0 ||
-        c->count % (size_t)u->chunks != 0)
-        return 0;
-    if (c->in_place && !u->in_place)
-        return 0;
-    return 1;
-}
-
 static braid_ref_t us_ref(us_reg_t r, size_t chunk_bytes)
 {
     return r.buf == BRAID_BUF_NONE ? braid_ref_none()
@@ -47,7 +35,7 @@ static braid_ref_t us_ref(us_reg_t r, size_t chunk_bytes)
 braid_status_t braid_usched_rank_build(const us_sched_t *u, const braid_coll_t *c,
                                        braid_sched_t *s)
 {
-    if (!us_takes(u, c))
+    if (!braid_usched_takes(u, c))
         return BRAID_ERR_UNSUPPORTED;
     size_t cb = c->count / (size_t)u->chunks * braid_dtype_size(c->dtype);
     s->scratch_bytes = (size_t)u->scratch * cb;
@@ -65,7 +53,7 @@ braid_status_t braid_usched_rank_build(const us_sched_t *u, const braid_coll_t *
 /* The slowest rank's sum of its messages (every rank computes the same). */
 static double us_cost(const us_sched_t *u, const braid_coll_t *c, const braid_model_t *m)
 {
-    if (!us_takes(u, c))
+    if (!braid_usched_takes(u, c))
         return BRAID_COST_NONE;
     double cb = (double)(c->count / (size_t)u->chunks * braid_dtype_size(c->dtype)), worst = 0;
     for (int r = 0; r < u->nranks; r++) {
@@ -104,17 +92,6 @@ static const struct {
     US_FNS(0), US_FNS(1), US_FNS(2), US_FNS(3), US_FNS(4), US_FNS(5), US_FNS(6), US_FNS(7),
     US_FNS(8), US_FNS(9), US_FNS(10), US_FNS(11), US_FNS(12), US_FNS(13), US_FNS(14), US_FNS(15),
 };
-
-static void us_free(us_sched_t *u)
-{
-    if (u == NULL)
-        return;
-    for (int r = 0; u->steps != NULL && r < u->nranks; r++)
-        free(u->steps[r]);
-    free(u->steps);
-    free(u->nsteps);
-    free(u);
-}
 
 /* ---- loading ----------------------------------------------------------------------------- */
 
@@ -171,7 +148,7 @@ braid_status_t braid_usched_load(const char *path, int *handle_p)
     if (same >= 0) {
         *handle_p = same;
         pthread_mutex_unlock(&us_g.lock);
-        us_free(u);
+        braid_usched_sched_free(u);
         return BRAID_OK;
     }
     if (st == BRAID_OK && braid_tune_algo_known(u->name))
@@ -189,7 +166,7 @@ braid_status_t braid_usched_load(const char *path, int *handle_p)
         *handle_p = us_register(u, hash);
     pthread_mutex_unlock(&us_g.lock);
     if (st != BRAID_OK) {
-        us_free(u);
+        braid_usched_sched_free(u);
         return braid_err(st, "%s", err);
     }
     return BRAID_OK;
@@ -246,35 +223,4 @@ braid_status_t braid_usched_unload(int handle)
         us_g.s[handle]->retired = 1;
     pthread_mutex_unlock(&us_g.lock);
     return st;
-}
-
-braid_status_t braid_usched_fits(const braid_algo_t *a, const braid_coll_t *c)
-{
-    const us_sched_t *u = a->user;
-    const char *why = NULL;
-    char buf[160];
-    if (u == NULL || us_takes(u, c))
-        return BRAID_OK;
-    if (u->retired)
-        why = "it was unloaded";
-    else if (c->kind != u->kind)
-        why = "it is a schedule of another collective";
-    else if (c->nranks != u->nranks) {
-        snprintf(buf, sizeof(buf), "it is written for %d ranks", u->nranks);
-        why = buf;
-    } else if (c->count == 0 || c->count % (size_t)u->chunks != 0) {
-        snprintf(buf, sizeof(buf), "the count must be a multiple of its %d chunks", u->chunks);
-        why = buf;
-    } else {
-        why = "the simulator at load found it wrong in place: use separate buffers";
-    }
-    return braid_err(BRAID_ERR_USAGE, "the schedule %s (%s: %s on %d ranks) cannot run %s of "
-                     "count %zu on %d ranks%s: %s", u->name, u->path, braid_coll_name(u->kind),
-                     u->nranks, braid_coll_name(c->kind), c->count, c->nranks,
-                     c->in_place ? " in place" : "", why);
-}
-
-uint64_t braid_usched_hash(const braid_algo_t *a)
-{
-    return a->user != NULL ? ((const us_sched_t *)a->user)->hash : 0;
 }

@@ -5,6 +5,7 @@
  *   usched_prove.c   the checks of the whole: sends matched with receives, then every
  *                    rank's schedule run in the simulator (algorithms/sim.h)
  *   usched.c         loading (parse, prove, register) and the algorithm-table entry
+ *   usched_take.c    which calls a loaded schedule takes, and its hash
  *
  * An error at load is written into the load's us_parse_t (braid_usched_fail), naming the
  * file and the line, and reported once by braid_usched_load.
@@ -82,12 +83,19 @@ braid_status_t braid_usched_fail(us_parse_t *p, int line, const char *fmt, ...);
  * On error `u` may hold steps already read: the caller frees it. (usched_parse.c) */
 braid_status_t braid_usched_file_parse(us_parse_t *p, FILE *f, us_sched_t *u, uint64_t *hash_p);
 
+/* Free a schedule (NULL is fine), its steps too. (usched_parse.c) */
+void braid_usched_sched_free(us_sched_t *u);
+
 /* The k-th send from a to b is the k-th receive at b from a, of the same size. */
 braid_status_t braid_usched_sends_match(us_parse_t *p, const us_sched_t *u);
 
 /* Run every rank's schedule in the simulator and check the outputs; sets u->in_place to
  * whether it also runs in place. (usched_prove.c) */
 braid_status_t braid_usched_sim_prove(us_parse_t *p, us_sched_t *u);
+
+/* Whether the schedule takes the call: its collective and ranks, a count its chunks divide,
+ * in place only where proved so. (usched_take.c) */
+int braid_usched_takes(const us_sched_t *u, const braid_coll_t *c);
 
 /* Rank c->rank's schedule of the call, or BRAID_ERR_UNSUPPORTED where the schedule does
  * not take the call. (usched.c) */

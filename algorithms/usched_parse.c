@@ -234,6 +234,17 @@ static braid_status_t us_header_line(us_parse_t *p, us_sched_t *u, char **w, int
     return BRAID_OK;
 }
 
+void braid_usched_sched_free(us_sched_t *u)
+{
+    if (u == NULL)
+        return;
+    for (int r = 0; u->steps != NULL && r < u->nranks; r++)
+        free(u->steps[r]);
+    free(u->steps);
+    free(u->nsteps);
+    free(u);
+}
+
 braid_status_t braid_usched_file_parse(us_parse_t *p, FILE *f, us_sched_t *u, uint64_t *hash_p)
 {
     char line[US_LINE_MAX + 2];

@@ -272,6 +272,13 @@ static braid_status_t param_parse(const param_entry_t *e, const char *text, int6
     return BRAID_OK;
 }
 
+braid_status_t braid_param_parse(braid_param_id_t id, const char *text, int64_t *val_p)
+{
+    if ((int)id < 0 || id >= BRAID_P_COUNT)
+        return BRAID_ERR_INVALID;
+    return param_parse(&param_table[id], text, val_p);
+}
+
 /* getenv, with "" counted as unset. */
 static const char *param_env(const char *var)
 {

@@ -83,6 +83,9 @@ void braid_param_reload(void);
 braid_status_t braid_param_parse_int(const char *text, int64_t *val_p);
 braid_status_t braid_param_parse_size(const char *text, int64_t *val_p);
 braid_status_t braid_param_parse_bool(const char *text, int64_t *val_p);
+/* `text` as parameter `id` takes it (its type and range; STR: anything, 0), as a variable's
+ * value is read. Exposed for the fuzz harness tests/fuzz/fuzz_params.c. */
+braid_status_t braid_param_parse(braid_param_id_t id, const char *text, int64_t *val_p);
 
 /* Print every parameter: name, NCCL alias, value, default, source, help. */
 void braid_param_dump(FILE *out);

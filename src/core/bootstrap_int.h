@@ -119,6 +119,23 @@ struct braid_bootstrap {
     uint8_t *infos;                  /* nranks * info_len */
 };
 
+/*
+ * Decoding what a peer sent, without I/O (the fuzz harness tests/fuzz/fuzz_bootstrap.c
+ * calls these).
+ *
+ * The root: BRAID_OK when a hello of this job (`nonce`) is well formed, else
+ * BRAID_ERR_INVALID with the refusal for the rank in `why` (`where`: the root's address).
+ */
+braid_status_t braid_bootstrap_hello_check(const bs_hello_t *h, uint64_t nonce,
+                                           const char *where, char *why, size_t len);
+/* A rank: the error a reply that is not the table or the ack stands for (a refusal or the
+ * job's failure: its text, with its status), recorded. Always an error. */
+braid_status_t braid_bootstrap_reply_error(const bs_reply_t *reply);
+/* A rank: the table from the root at `where` (its host names terminated here). */
+braid_status_t braid_bootstrap_table_check(bs_rec_t *recs, int nranks, const char *where);
+/* A ring neighbour: 1 when `f` is a failure notice naming ranks of the ring. */
+int braid_bootstrap_notice_valid(const bs_frame_t *f, int nranks);
+
 /* bootstrap_link.c */
 braid_status_t braid_bootstrap_listener_create(braid_sockaddr_t *addr, bs_listener_t **lis_p);
 bs_listener_t *braid_bootstrap_listener_ref(bs_listener_t *lis);

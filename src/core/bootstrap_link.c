@@ -234,14 +234,13 @@ static braid_status_t link_hello_send(braid_bootstrap_t *bs, int fd, int64_t dea
                                  deadline, bs->abort_fd);
 }
 
-static braid_status_t link_table_check(braid_bootstrap_t *bs, const braid_sockaddr_t *root)
+braid_status_t braid_bootstrap_table_check(bs_rec_t *recs, int nranks, const char *where)
 {
-    char where[BRAID_SOCKADDR_STRLEN];
-    for (int r = 0; r < bs->nranks; r++) {
-        bs->recs[r].host[BS_HOST_LEN - 1] = '\0';
-        if (bs->recs[r].rank != r || !braid_sockaddr_valid(&bs->recs[r].addr))
+    for (int r = 0; r < nranks; r++) {
+        recs[r].host[BS_HOST_LEN - 1] = '\0';
+        if (recs[r].rank != r || !braid_sockaddr_valid(&recs[r].addr))
             return braid_err(BRAID_ERR_REMOTE, "bootstrap: the root at %s sent a malformed "
-                             "table (row %d)", braid_sockaddr_str(root, where, sizeof(where)), r);
+                             "table (row %d)", where, r);
     }
     return BRAID_OK;
 }
@@ -305,8 +304,7 @@ static braid_status_t link_reply_recv(braid_bootstrap_t *bs, int fd, int64_t dea
     }
 }
 
-/* A reply that is a refusal or a failure of the job: its text, with its status. */
-static braid_status_t link_reply_failed(const bs_reply_t *reply)
+braid_status_t braid_bootstrap_reply_error(const bs_reply_t *reply)
 {
     char text[BS_TEXT_LEN];
     snprintf(text, sizeof(text), "%.*s", BS_TEXT_LEN - 1, reply->text);
@@ -335,7 +333,7 @@ static braid_status_t link_ack_recv(braid_bootstrap_t *bs, int fd, const braid_s
     if (st != BRAID_OK)
         return st == BRAID_INPROGRESS ? st : link_root_err(bs, st, root, 0);
     if (ack->status < 0)
-        return link_reply_failed(ack);
+        return braid_bootstrap_reply_error(ack);
     if (ack->status != BRAID_INPROGRESS)
         return braid_err(BRAID_ERR_REMOTE, "bootstrap: the root at %s answered the hello of "
                          "rank %d with status %d, not an acknowledgement: it runs another braid",
@@ -366,7 +364,7 @@ static braid_status_t link_table_recv(braid_bootstrap_t *bs, int fd, const braid
     if (st < 0)
         return link_root_err(bs, st, root, 0);
     if (reply.status != BRAID_OK)
-        return link_reply_failed(&reply);
+        return braid_bootstrap_reply_error(&reply);
     st = braid_socket_recv_all(fd, bs->recs, (size_t)bs->nranks * sizeof(*bs->recs), deadline,
                                bs->abort_fd);
     if (st == BRAID_OK)
@@ -374,7 +372,8 @@ static braid_status_t link_table_recv(braid_bootstrap_t *bs, int fd, const braid
                                    bs->abort_fd);
     if (st < 0)
         return link_root_err(bs, st, root, 0);
-    return link_table_check(bs, root);
+    return braid_bootstrap_table_check(bs->recs, bs->nranks,
+                                       braid_sockaddr_str(root, where, sizeof(where)));
 }
 
 /* One try: connect, hello, ack, table. BRAID_INPROGRESS: closed before answering. */

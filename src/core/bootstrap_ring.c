@@ -151,12 +151,17 @@ void braid_bootstrap_ring_notice_owed(braid_bootstrap_t *bs)
     }
 }
 
+int braid_bootstrap_notice_valid(const bs_frame_t *f, int nranks)
+{
+    return f->kind == BS_FRAME_FAIL && f->rank >= 0 && f->rank < nranks && f->reporter >= 0 &&
+           f->reporter < nranks;
+}
+
 /* A notice arrived: check it and pass it on in the direction it travels. */
 static braid_status_t ring_notice_relay(braid_bootstrap_t *bs, ring_xfer_t *sx,
                                         const bs_frame_t *f, int backward, const char *what)
 {
-    if (f->kind != BS_FRAME_FAIL || f->rank < 0 || f->rank >= bs->nranks || f->reporter < 0 ||
-        f->reporter >= bs->nranks)
+    if (!braid_bootstrap_notice_valid(f, bs->nranks))
         return braid_err(BRAID_ERR_REMOTE, "bootstrap: rank %d received a malformed frame "
                          "(kind 0x%x) from rank %d during %s", bs->rank, f->kind,
                          backward ? ring_next(bs) : ring_prev(bs), what);

@@ -168,33 +168,43 @@ static braid_status_t root_first(bs_root_t *root, const bs_hello_t *h)
     return BRAID_OK;
 }
 
-/* Checks that concern only this connection: refused, the root goes on. 1 when refused. */
-static int root_check_conn(bs_root_t *root, int fd, const bs_hello_t *h)
+braid_status_t braid_bootstrap_hello_check(const bs_hello_t *h, uint64_t nonce,
+                                           const char *where, char *why, size_t len)
 {
     char who[160];
     braid_bootstrap_rec_str(&h->rec, who, sizeof(who));
-    if (h->version != BS_PROTO_VERSION) {
-        root_refuse(fd, BRAID_ERR_INVALID, "bootstrap: %s speaks protocol %u but the root at %s "
-                    "speaks %u: every rank must run the same braid", who, h->version,
-                    root->where, BS_PROTO_VERSION);
-        return 1;
-    }
-    if (h->nonce != root->nonce) {
+    if (h->magic != BS_PROTO_MAGIC)
+        snprintf(why, len, "bootstrap: a connection to the root at %s sent no braid hello",
+                 where);
+    else if (h->version != BS_PROTO_VERSION)
+        snprintf(why, len, "bootstrap: %s speaks protocol %u but the root at %s speaks %u: "
+                 "every rank must run the same braid", who, h->version, where,
+                 BS_PROTO_VERSION);
+    else if (h->nonce != nonce)
+        snprintf(why, len, "bootstrap: the root at %s serves another job (nonce %016" PRIx64
+                 ", not %016" PRIx64 "): the unique id is stale or belongs to another job",
+                 where, nonce, h->nonce);
+    else if (h->nranks <= 0 || h->nranks > BS_NRANKS_MAX || h->rec.rank < 0 ||
+             h->rec.rank >= h->nranks || h->info_len > BS_INFO_MAX)
+        snprintf(why, len, "bootstrap: %s of nranks %d (info %u bytes) is out of range", who,
+                 h->nranks, h->info_len);
+    else
+        return BRAID_OK;
+    return BRAID_ERR_INVALID;
+}
+
+/* Checks that concern only this connection: refused, the root goes on. 1 when refused. */
+static int root_check_conn(bs_root_t *root, int fd, const bs_hello_t *h)
+{
+    char why[BS_TEXT_LEN], who[160];
+    if (braid_bootstrap_hello_check(h, root->nonce, root->where, why, sizeof(why)) == BRAID_OK)
+        return 0;
+    if (h->version == BS_PROTO_VERSION && h->nonce != root->nonce)
         BRAID_WARN("bootstrap root %s: connection from another job (nonce %016" PRIx64 ", "
                    "this job is %016" PRIx64 ") from %s refused", root->where, h->nonce,
-                   root->nonce, who);
-        root_refuse(fd, BRAID_ERR_INVALID, "bootstrap: the root at %s serves another job "
-                    "(nonce %016" PRIx64 ", not %016" PRIx64 "): the unique id is stale or "
-                    "belongs to another job", root->where, root->nonce, h->nonce);
-        return 1;
-    }
-    if (h->nranks <= 0 || h->nranks > BS_NRANKS_MAX || h->rec.rank < 0 ||
-        h->rec.rank >= h->nranks || h->info_len > BS_INFO_MAX) {
-        root_refuse(fd, BRAID_ERR_INVALID, "bootstrap: %s of nranks %d (info %u bytes) is out "
-                    "of range", who, h->nranks, h->info_len);
-        return 1;
-    }
-    return 0;
+                   root->nonce, braid_bootstrap_rec_str(&h->rec, who, sizeof(who)));
+    root_refuse(fd, BRAID_ERR_INVALID, "%s", why);
+    return 1;
 }
 
 /* Checks against the ranks already there: a failure ends the job. */

@@ -1,7 +1,7 @@
 /*
  * Connection setup with the ranks of other hosts: every rank picks its provider and sends
  * its card (provider, version, listen handle, health address) to all; all must agree on
- * one provider. Then each rank connects to every remote rank and accepts its connection;
+ * one provider (net_hello.c judges the cards and the hellos). Then each rank connects to every remote rank and accepts its connection;
  * the first message on each is a hello (braid version, provider and version, job nonce,
  * ranks), so that a stray connection, or one of another job, is refused, and a mismatch of
  * versions fails with both named. Setup ends when every remote rank has said on its health
@@ -32,77 +32,6 @@ braid_status_t braid_net_card_fill(braid_net_t *net, net_card_t *me)
     me->ok = 1;
     snprintf(me->prov, sizeof(me->prov), "%s", net->prov->name);
     snprintf(me->version, sizeof(me->version), "%s", net->prov->version());
-    return BRAID_OK;
-}
-
-/* Every rank must have a provider, and the same one. */
-braid_status_t braid_net_cards_agree(const braid_net_t *net, const net_card_t *cards)
-{
-    const net_card_t *me = &cards[net->ctx->rank];
-    for (int r = 0; r < net->ctx->nranks; r++) {
-        if (!cards[r].ok)
-            return braid_err(BRAID_ERR_REMOTE, "net: rank %d (%s) has no network provider: "
-                             "%s", r, net->ctx->peers[r].hostname, cards[r].version);
-        if (strcmp(cards[r].prov, me->prov) != 0 || strcmp(cards[r].version, me->version) != 0)
-            return braid_err(BRAID_ERR_INVALID, "net: rank %d (%s) uses provider %s (%s) but "
-                             "rank %d (%s) uses %s (%s): set NCCL_NET, and the same libraries, "
-                             "on every host", r, net->ctx->peers[r].hostname, cards[r].prov,
-                             cards[r].version, net->ctx->rank,
-                             net->ctx->peers[net->ctx->rank].hostname, me->prov, me->version);
-    }
-    return BRAID_OK;
-}
-
-static void hello_fill(const braid_net_t *net, int to, net_hello_t *h)
-{
-    memset(h, 0, sizeof(*h));
-    h->magic = NET_HELLO_MAGIC;
-    h->nonce = net->ctx->nonce;
-    h->from = net->ctx->rank;
-    h->to = to;
-    snprintf(h->braid, sizeof(h->braid), "%s", BRAID_VERSION_STRING);
-    snprintf(h->prov, sizeof(h->prov), "%s", net->prov->name);
-    snprintf(h->version, sizeof(h->version), "%s", net->prov->version());
-}
-
-/*
- * Judge a hello that arrived on an accepted connection: 1 = take it, 0 = refuse it (not for
- * this job: close it and go on waiting), or an error (another braid or provider version in
- * this job). `got` is the message's length.
- */
-static braid_status_t hello_judge(const braid_net_t *net, const net_hello_t *h, size_t got,
-                                  void **recv_comms, int *take_p)
-{
-    net_hello_t mine;
-    *take_p = 0;
-    if (got != sizeof(*h) || h->magic != NET_HELLO_MAGIC) {
-        BRAID_WARN("net: rank %d refused a connection that is not a braid handshake (%zu "
-                   "bytes): another program?", net->ctx->rank, got);
-        return BRAID_OK;
-    }
-    if (h->nonce != net->ctx->nonce || h->to != net->ctx->rank || h->from < 0 ||
-        h->from >= net->ctx->nranks || !net_remote(net, h->from)) {
-        BRAID_WARN("net: rank %d refused a connection from rank %d of another job or "
-                   "communicator (id %016llx, for rank %d; ours is %016llx)", net->ctx->rank,
-                   h->from, (unsigned long long)h->nonce, h->to,
-                   (unsigned long long)net->ctx->nonce);
-        return BRAID_OK;
-    }
-    hello_fill(net, h->from, &mine);
-    if (strncmp(h->braid, mine.braid, sizeof(h->braid)) != 0 ||
-        strncmp(h->prov, mine.prov, sizeof(h->prov)) != 0 ||
-        strncmp(h->version, mine.version, sizeof(h->version)) != 0)
-        return braid_err(BRAID_ERR_INVALID, "net: rank %d (%s) runs braid %.32s over %.32s "
-                         "(%.160s), rank %d runs braid %s over %s (%s): use one braid and one "
-                         "provider version on every host", h->from,
-                         net->ctx->peers[h->from].hostname, h->braid, h->prov, h->version,
-                         net->ctx->rank, mine.braid, mine.prov, mine.version);
-    if (recv_comms[h->from] != NULL) {
-        BRAID_WARN("net: rank %d refused a second connection from rank %d", net->ctx->rank,
-                   h->from);
-        return BRAID_OK;
-    }
-    *take_p = 1;
     return BRAID_OK;
 }
 
@@ -247,7 +176,7 @@ static braid_status_t connecting_pass(braid_net_t *net, net_connecting_t *k)
         if (st == BRAID_OK && !done)
             continue;
         if (st == BRAID_OK) {
-            BRAID_CHECK(hello_judge(net, &p->hello, got, k->recv_comms, &take));
+            BRAID_CHECK(braid_net_hello_judge(net, &p->hello, got, k->recv_comms, &take));
         } else {  /* it broke before saying who it is: a port scan or a stray, which must not
                  * fail the job; if it was a peer's, the timeout below tells why */
             snprintf(k->dropped_why, sizeof(k->dropped_why), "%s", braid_err_last());
@@ -289,7 +218,7 @@ braid_status_t braid_net_connect_all(braid_net_t *net, const net_card_t *cards,
         k->want += 2;
         k->sends[r].peer = r;
         k->sends[r].is_send = 1;
-        hello_fill(net, r, &k->sends[r].hello);
+        braid_net_hello_fill(net, r, &k->sends[r].hello);
         if (prov->connect(0, cards[r].handle, &k->sends[r].pcomm) != BRAID_OK)
             return net_setup_conn_failed(net, r, BRAID_ERR_REMOTE);
     }

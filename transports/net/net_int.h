@@ -131,8 +131,17 @@ braid_status_t braid_net_conn_make(braid_net_t *net, int peer, int is_send, void
 /* Pick the provider, listen with it and for health links, and fill this rank's card. A
  * rank without a provider still sends its card (ok = 0), so that every rank fails alike. */
 braid_status_t braid_net_card_fill(braid_net_t *net, net_card_t *me);
-/* Every rank must have a provider, and the same one. */
+/* Every rank must have a provider, and the same one. (net_hello.c) */
 braid_status_t braid_net_cards_agree(const braid_net_t *net, const net_card_t *cards);
+/* The hello this rank sends rank `to`. (net_hello.c, like the two below) */
+void braid_net_hello_fill(const braid_net_t *net, int to, net_hello_t *h);
+/*
+ * Judge a hello that arrived on an accepted connection (`got`: the message's length): 1 in
+ * *take_p = take it, 0 = refuse it (not for this job: close it and go on waiting), or an
+ * error (another braid or provider version in this job). recv_comms[r]: rank r's taken one.
+ */
+braid_status_t braid_net_hello_judge(const braid_net_t *net, const net_hello_t *h, size_t got,
+                                     void *const *recv_comms, int *take_p);
 /* Connect to every remote rank and accept its connection, each with its hello. */
 braid_status_t braid_net_connect_all(braid_net_t *net, const net_card_t *cards,
                                      net_connecting_t *k);
