@@ -307,6 +307,10 @@ static braid_status_t link_reply_recv(braid_bootstrap_t *bs, int fd, int64_t dea
 braid_status_t braid_bootstrap_reply_error(const bs_reply_t *reply)
 {
     char text[BS_TEXT_LEN];
+    if (reply->status >= 0)   /* an ack where the table belongs, or no status of ours */
+        return braid_err(BRAID_ERR_REMOTE, "bootstrap: the root answered with status %d "
+                         "where it sends the table or an error: it runs another braid",
+                         (int)reply->status);
     snprintf(text, sizeof(text), "%.*s", BS_TEXT_LEN - 1, reply->text);
     return braid_err(reply->status >= BRAID_ERR_DEVICE ? (braid_status_t)reply->status
                                                       : BRAID_ERR_REMOTE, "%s", text);

@@ -68,6 +68,8 @@ static void fuzz_reply(const uint8_t *data, size_t size)
     bs_reply_t reply;
     memset(&reply, 0, sizeof(reply));
     memcpy(&reply, data, size < sizeof(reply) ? size : sizeof(reply));
+    if (reply.magic != BS_PROTO_MAGIC)
+        return;     /* the rank stops at the magic (link_reply_recv) */
     if (reply.status != BRAID_OK) {
         if (braid_bootstrap_reply_error(&reply) >= 0)
             fuzz_fail("a reply that is not the table was not an error");
