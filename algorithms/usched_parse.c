@@ -309,6 +309,9 @@ braid_status_t braid_usched_file_parse(us_parse_t *p, FILE *f, us_sched_t *u, ui
         return braid_usched_fail(p, 0, "read error");
     if (!seen_version)
         return braid_usched_fail(p, 0, "empty: the first line must be \"braid-schedule 1\"");
+    if (rank < 0)
+        return braid_usched_fail(p, p->line, "no rank sections: the header gives name, "
+                                 "collective, ranks and chunks, then each rank has a section");
     if (rank != u->nranks - 1)
         return braid_usched_fail(p, p->line, "ends after rank %d's section: ranks %d has a section "
                                  "each (an empty one for a rank without steps)", rank, u->nranks);

@@ -114,6 +114,8 @@ chunks 1
 rank 0" 'line 2: the name "tree" is taken' "a taken name"
 bad "$HDR
 rank 0" "ends after rank 0's section" "a missing rank section"
+bad "braid-schedule 1
+name headeronly" "line 2: no rank sections" "a header alone"
 run "a missing file" 1 "$RUN" load "$TMP/nonexistent.sched"
 expect_in "a missing file named" "$TMP/out" "schedule file .*nonexistent\.sched: cannot open it: No such file"
 run "load, then unload twice" 0 "$RUN" load "$RING"
