@@ -1,6 +1,7 @@
 #!/bin/sh
 # Build braid and run the whole test suite: the normal build, then the tests again in an
-# ASan+UBSan build. Ends with the line "N passed, N failed, N skipped".
+# ASan+UBSan build, then the fuzz harnesses briefly (FUZZ_SECONDS each, default 8). Ends
+# with the line "N passed, N failed, N skipped".
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 "$src/scripts/deps.sh" || exit 1
@@ -26,6 +27,15 @@ for log in "$src"/build/test-suite.log "$src"/build-asan/test-suite.log; do
         tail -n 200 "$log"
     fi
 done
+# The fuzz harnesses, briefly (about 90 s with their build): each counts as one test.
+fuzz_log=$src/build-fuzz/run.log
+mkdir -p "$src/build-fuzz"
+"$src/tests/fuzz/run.sh" "${FUZZ_SECONDS:-8}" >"$fuzz_log" 2>&1
+grep '^fuzz: ' "$fuzz_log"
+fp=$(grep -c '^fuzz: .* ok$' "$fuzz_log"); ff=$(grep -c '^fuzz: .* FAILED' "$fuzz_log")
+[ "$fp$ff" = 00 ] && ff=1   # the build failed: one failure (the log's tail says why)
+pass=$((pass + fp)); fail=$((fail + ff))
+[ "$ff" -eq 0 ] || tail -n 200 "$fuzz_log"
 [ "$fail" -eq 0 ] || status=1
 echo "$pass passed, $fail failed, $skip skipped"
 exit $status
