@@ -199,6 +199,8 @@ static braid_status_t comm_tables(braid_comm_t *comm)
                                     : braid_err(BRAID_ERR_NOMEM, "out of memory for %d ranks", n);
     for (int r = 0; r < n && st == BRAID_OK; r++) {
         memcpy(&comm->peers[r], braid_bootstrap_info(comm->bs, r), sizeof(braid_peer_info_t));
+        comm->peers[r].hostname[sizeof(comm->peers[r].hostname) - 1] = '\0';   /* a peer's
+                                                  * bytes: messages print it */
         ids[r] = comm->peers[r].host_id;
         numa[r] = comm->peers[r].numa;
     }

@@ -10,10 +10,15 @@
 #include "base/log.h"
 #include "transports/net/net_int.h"
 
-/* Every rank must have a provider, and the same one. */
-braid_status_t braid_net_cards_agree(const braid_net_t *net, const net_card_t *cards)
+/* Every rank must have a provider, and the same one. The cards are other ranks' bytes:
+ * their strings are terminated here before anything reads them. */
+braid_status_t braid_net_cards_agree(const braid_net_t *net, net_card_t *cards)
 {
     const net_card_t *me = &cards[net->ctx->rank];
+    for (int r = 0; r < net->ctx->nranks; r++) {
+        cards[r].prov[sizeof(cards[r].prov) - 1] = '\0';
+        cards[r].version[sizeof(cards[r].version) - 1] = '\0';
+    }
     for (int r = 0; r < net->ctx->nranks; r++) {
         if (!cards[r].ok)
             return braid_err(BRAID_ERR_REMOTE, "net: rank %d (%s) has no network provider: "

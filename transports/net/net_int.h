@@ -132,7 +132,7 @@ braid_status_t braid_net_conn_make(braid_net_t *net, int peer, int is_send, void
  * rank without a provider still sends its card (ok = 0), so that every rank fails alike. */
 braid_status_t braid_net_card_fill(braid_net_t *net, net_card_t *me);
 /* Every rank must have a provider, and the same one. (net_hello.c) */
-braid_status_t braid_net_cards_agree(const braid_net_t *net, const net_card_t *cards);
+braid_status_t braid_net_cards_agree(const braid_net_t *net, net_card_t *cards);
 /* The hello this rank sends rank `to`. (net_hello.c, like the two below) */
 void braid_net_hello_fill(const braid_net_t *net, int to, net_hello_t *h);
 /*
