@@ -5,9 +5,12 @@ set -eu
 # hipcc, libamdhip64-dev and rocm-device-libs (Debian's ROCm 5.2) build the HIP kernels and
 # test the run-time compile; they are large (an LLVM), hence --no-install-recommends below.
 # clang and libclang-rt-dev (libFuzzer's runtime, only recommended by clang, so not installed
-# under --no-install-recommends) build the fuzz harnesses (tests/fuzz/run.sh).
+# under --no-install-recommends) build the fuzz harnesses (tests/fuzz/run.sh); libtsan2 is
+# the ThreadSanitizer runtime of the --enable-tsan build (gcc's -dev package pulls it in
+# today; named so that it stays).
 pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libfabric-dev libucx-dev
-      libhwloc-dev iproute2 python3 hipcc libamdhip64-dev rocm-device-libs clang libclang-rt-dev"
+      libhwloc-dev iproute2 python3 hipcc libamdhip64-dev rocm-device-libs clang libclang-rt-dev
+      libtsan2"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
