@@ -30,6 +30,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/proc.h"
+#include "base/tsan.h"
 #include "transports/shm/cma.h"
 #include "transports/shm/shm.h"
 
@@ -74,6 +75,9 @@ typedef struct shm_conn {
     uint32_t nslots;
     uint64_t mine;          /* messages sent (sender) or released (receiver) */
     uint64_t theirs;        /* sender: cached tail */
+    char *tsan_fifo;        /* the FIFO in its owner's mapping, where the owner is a thread
+                             * of this process and ThreadSanitizer watches: the keys of its
+                             * words (src/base/tsan.h); else NULL */
 } shm_conn_t;
 
 typedef struct shm_map {
@@ -122,11 +126,20 @@ static size_t fifo_hdr_bytes(uint32_t nslots)
 
 /* ---- the slot protocol -------------------------------------------------------------- */
 
+/* ThreadSanitizer's key for the word at p of this connection's FIFO (NULL: none). */
+static const void *shm_key(const shm_conn_t *sc, const volatile void *p)
+{
+    if (sc->tsan_fifo == NULL)
+        return NULL;
+    return sc->tsan_fifo + ((const volatile char *)p - (const char *)sc->fifo);
+}
+
 static braid_status_t shm_send_slot(braid_conn_t *c, size_t len, void **ptr_p, size_t *cap_p)
 {
     shm_conn_t *sc = (shm_conn_t *)c;
     if (sc->mine - sc->theirs >= sc->nslots) {
         sc->theirs = atomic_load_explicit(&sc->fifo->tail, memory_order_acquire);
+        braid_tsan_acquire(shm_key(sc, &sc->fifo->tail));
         if (sc->mine - sc->theirs >= sc->nslots)
             return BRAID_INPROGRESS;
     }
@@ -148,6 +161,7 @@ static braid_status_t shm_send_commit(braid_conn_t *c, size_t len, const braid_m
     h->len = len;
     h->msg = *hdr;
     sc->mine++;
+    braid_tsan_release(shm_key(sc, &h->stamp));
     atomic_store_explicit(&h->stamp, sc->mine, memory_order_release);
     return BRAID_OK;
 }
@@ -160,6 +174,7 @@ static braid_status_t shm_recv_slot(braid_conn_t *c, const void **ptr_p, size_t 
     const shm_slot_hdr_t *h = &sc->hdrs[i];
     if (atomic_load_explicit(&h->stamp, memory_order_acquire) != sc->mine + 1)
         return BRAID_INPROGRESS;
+    braid_tsan_acquire(shm_key(sc, &h->stamp));
     *len_p = h->len;
     *ptr_p = h->len <= SHM_INLINE ? h->data : sc->data + i * c->slot_size;
     *hdr_p = h->msg;
@@ -170,6 +185,7 @@ static braid_status_t shm_recv_release(braid_conn_t *c)
 {
     shm_conn_t *sc = (shm_conn_t *)c;
     sc->mine++;
+    braid_tsan_release(shm_key(sc, &sc->fifo->tail));
     atomic_store_explicit(&sc->fifo->tail, sc->mine, memory_order_release);
     return BRAID_OK;
 }
@@ -500,6 +516,16 @@ static braid_status_t shm_map_peers(braid_shm_t *shm)
     return BRAID_OK;
 }
 
+/* Where the owner of the FIFO is a thread of this process, its mapping of the FIFO names
+ * the FIFO's words for ThreadSanitizer on both sides (ours of it is another address). */
+static void conn_tsan_keys(const braid_shm_t *shm, int owner, braid_conn_t *conn)
+{
+    shm_conn_t *c = (shm_conn_t *)conn;
+    const shm_ctrl_t *oc = shm_ctrl(shm, owner);
+    if (BRAID_TSAN && shm_same_process(oc, shm_ctrl(shm, shm->ctx->rank)))
+        c->tsan_fifo = (char *)(uintptr_t)oc->self_addr + ((char *)c->fifo - (char *)oc);
+}
+
 static braid_status_t shm_make_conns(braid_shm_t *shm)
 {
     braid_transport_ctx_t *ctx = shm->ctx;
@@ -508,7 +534,9 @@ static braid_status_t shm_make_conns(braid_shm_t *shm)
             continue;
         /* we send into p's segment, FIFO "from us"; we receive in ours, FIFO "from p" */
         BRAID_CHECK(conn_make(shm, p, ctx->rank, p, &ctx->send_conns[p]));
+        conn_tsan_keys(shm, p, ctx->send_conns[p]);
         BRAID_CHECK(conn_make(shm, ctx->rank, p, p, &ctx->recv_conns[p]));
+        conn_tsan_keys(shm, ctx->rank, ctx->recv_conns[p]);
     }
     return BRAID_OK;
 }
