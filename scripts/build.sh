@@ -20,6 +20,8 @@ Builds braid from $src in BUILD_DIR (created if missing):
 Configure options pass through, for example:
   --prefix=DIR               where 'make -C BUILD_DIR install' puts braid (default /usr/local)
   --enable-sanitizers        build with AddressSanitizer and UBSan
+  --enable-tsan              build with ThreadSanitizer (not with --enable-sanitizers; leaves
+                             out UCX, whose memory hooks crash it)
   --without-ucx, --without-ofi   leave out a network provider
   CC=clang CFLAGS='-O0 -g'   compiler and flags
 '$src/configure --help' lists them all (after step 1).

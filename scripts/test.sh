@@ -1,21 +1,36 @@
 #!/bin/sh
 # Build braid and run the whole test suite: the normal build, then the tests again in an
-# ASan+UBSan build, then the fuzz harnesses briefly (FUZZ_SECONDS each, default 8). Ends
-# with the line "N passed, N failed, N skipped".
+# ASan+UBSan build, then the threaded tests in a ThreadSanitizer build, then the fuzz
+# harnesses briefly (FUZZ_SECONDS each, default 8). Ends with the line
+# "N passed, N failed, N skipped".
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 "$src/scripts/deps.sh" || exit 1
 status=0
-run_suite() {   # build dir, configure options...
+run_suite() {   # build dir, configure options... ($only: run only these tests)
     dir=$1
     shift
     "$src/scripts/build.sh" "$dir" "$@" || return 1
-    make -C "$dir" -j"$(nproc)" check || return 1
+    if [ -n "${only:-}" ]; then
+        make -C "$dir" -j"$(nproc)" check TESTS="$only" || return 1
+    else
+        make -C "$dir" -j"$(nproc)" check || return 1
+    fi
 }
 run_suite "$src/build" || status=1
 BRAID_TEST_QUICK=1 run_suite "$src/build-asan" --enable-sanitizers || status=1
+# ThreadSanitizer: only the tests where threads share braid's state (ranks as threads, abort
+# from another thread, the proxy thread and the emulated driver's stream workers), without
+# the GPU compilers (the first build compiled the kernels). Any report fails its test
+# (halt_on_error; tests/tsan.supp holds the suppressions). HWLOC_COMPONENTS=-pci: under
+# TSan, hwloc's PCI names (libpciaccess reading pci.ids) take 30 s of every process's init.
+only="tests/integration/test_threads.sh tests/fault/abort_thread tests/integration/test_device.sh
+      tests/integration/test_plan.sh tests/device/emu_driver tests/unit/test_device_view" \
+BRAID_TEST_QUICK=1 HWLOC_COMPONENTS=-pci TSAN_OPTIONS=halt_on_error=1 \
+    run_suite "$src/build-tsan" --enable-tsan --without-cuda --without-rocm || status=1
 pass=0 fail=0 skip=0
-for log in "$src"/build/test-suite.log "$src"/build-asan/test-suite.log; do
+for log in "$src"/build/test-suite.log "$src"/build-asan/test-suite.log \
+           "$src"/build-tsan/test-suite.log; do
     [ -f "$log" ] || { fail=$((fail + 1)); continue; }
     p=$(sed -n 's/^# PASS: *//p' "$log"); f=$(sed -n 's/^# FAIL: *//p' "$log")
     x=$(sed -n 's/^# XPASS: *//p' "$log"); e=$(sed -n 's/^# ERROR: *//p' "$log")
