@@ -35,6 +35,7 @@ uint64_t braid_log_subsys_cur = BRAID_SUB_ALL;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static FILE *log_out;                 /* NCCL_DEBUG_FILE, or NULL for stdout */
+static atomic_int log_fd = STDOUT_FILENO;   /* log_out's descriptor (braid_log_warn_fd) */
 static char log_host[LOG_HOST_MAX];   /* hostname up to the first '.', as NCCL prints it */
 static atomic_int log_version_shown;
 static _Thread_local int log_rank = -1;
@@ -226,6 +227,7 @@ static void log_configure_locked(void)
     int bad_sub = braid_log_subsys_parse(sub, &mask) != BRAID_OK;
     log_host_set();
     int file_err = log_file_open_locked(file, path, sizeof(path));
+    atomic_store(&log_fd, log_out != NULL ? fileno(log_out) : STDOUT_FILENO);
     if (bad_level)
         level = BRAID_LOG_WARN;  /* the user asked for some logging: at least show why not */
     __atomic_store_n(&braid_log_subsys_cur, mask, __ATOMIC_RELAXED);
@@ -307,6 +309,11 @@ void braid_log_version_once(void)
     log_line_locked(BRAID_LOG_VERSION, __FILE__, __LINE__,
                     "NCCL version " BRAID_NCCL_VERSION_STRING "+braid " BRAID_VERSION_STRING);
     pthread_mutex_unlock(&log_mu);
+}
+
+int braid_log_warn_fd(void)
+{
+    return log_level_get() >= BRAID_LOG_WARN ? atomic_load(&log_fd) : -1;
 }
 
 void braid_log_set_rank(int rank)

@@ -71,6 +71,9 @@ void braid_log(braid_log_level_t level, uint64_t subsys, const char *file, int l
                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Print the "NCCL version ..." line once per process when NCCL_DEBUG >= VERSION. */
 void braid_log_version_once(void);
+/* The descriptor WARN lines go to, or -1 while they are not shown: for a writer that cannot
+ * take the logger's lock (a signal handler), which writes whole lines there itself. */
+int braid_log_warn_fd(void);
 /* Per-thread rank shown in the line prefix (-1: none). */
 void braid_log_set_rank(int rank);
 

@@ -105,6 +105,12 @@ static const param_entry_t param_table[] = {
         "communicator setup (comma list; shm: its shared-memory segment made, before the "
         "others map it; net: its health links up, before it connects over the provider); "
         "SIGCONT resumes it"),
+    [BRAID_P_FLIGHT_RECORDER] = P_INT("FLIGHT_RECORDER", NULL, "64", 0, 1 << 20,
+        "operations each communicator's flight recorder keeps (docs/FLIGHT.md), dumped on "
+        "a timeout, a peer's failure, an abort, SIGUSR1 and a fatal signal; 0: off"),
+    [BRAID_P_FLIGHT_RECORDER_FILE] = P_STR("FLIGHT_RECORDER_FILE", NULL, "",
+        "file the flight recorder's dumps are appended to; %h = hostname, %p = pid; unset: "
+        "the log, at WARN level"),
 };
 
 _Static_assert(sizeof(param_table) / sizeof(param_table[0]) == BRAID_P_COUNT,

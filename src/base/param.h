@@ -49,6 +49,8 @@ typedef enum {
     BRAID_P_TUNER_PLUGIN,       /* NCCL_TUNER_PLUGIN: an NCCL tuner plugin (v4, v5) */
     BRAID_P_SCHEDULES,          /* user schedule files to load (algorithms/usched.c) */
     BRAID_P_SETUP_PAUSE,        /* fault tests: stop the process at these setup steps */
+    BRAID_P_FLIGHT_RECORDER,    /* operations each communicator's flight recorder keeps */
+    BRAID_P_FLIGHT_RECORDER_FILE,   /* where its dumps go (%h host, %p pid); unset: the log */
     BRAID_P_COUNT
 } braid_param_id_t;
 

@@ -15,6 +15,7 @@
 #include "device/device.h"
 #include "algorithms/usched.h"
 #include "core/calib.h"
+#include "core/flight.h"
 #include "topo/host.h"
 
 /* ---- registry of live communicators -------------------------------------------------- */
@@ -328,6 +329,9 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     if (!comm->tune.calibrate)
         BRAID_CHECK(braid_bootstrap_barrier(comm->bs));
     BRAID_CHECK(comm_tune_plugin_init(comm));
+    /* after calibration, whose sends and receives are not the program's */
+    BRAID_CHECK(braid_flight_create(comm->rank, comm->nranks, comm->nonce,
+                                    comm->config.comm_name, &comm->flight));
     braid_comm_publish_state(comm, BRAID_COMM_READY);
     BRAID_INFO(BRAID_SUB_INIT, "comm %p rank %d nranks %d nonce %016llx%s%s - init done",
                (void *)comm, comm->rank, comm->nranks, (unsigned long long)comm->nonce,

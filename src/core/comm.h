@@ -66,6 +66,7 @@ struct ncclComm {
     braid_premul_t *premuls;           /* ncclRedOpCreatePreMulSum handles */
     int npremuls;
     struct braid_proxy *proxy;         /* device calls: their thread (core/proxy.c) */
+    struct braid_flight *flight;       /* the last operations (core/flight.h); NULL: off */
 
     _Atomic int state;                 /* braid_comm_state_t */
     _Atomic int async_status;          /* braid_status_t of the last failure, or INPROGRESS */

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "core/comm.h"
+#include "core/flight.h"
 #include "base/log.h"
 #include "base/param.h"
 
@@ -190,19 +191,24 @@ static braid_status_t comm_check(void *ctx, const braid_op_t *op, int blocked)
                          "%s", braid_coll_name((braid_coll_kind_t)op->hdr.kind),
                          (unsigned long long)op->hdr.seq, comm->rank,
                          s == BRAID_COMM_ABORTED ? "aborted" : "revoked");
+    braid_flight_progress(op, op_is_p2p(op) ? op->p2p_peer : op_waits_on(op));
     if (!blocked)
         return BRAID_OK;
+    braid_status_t st = BRAID_OK;
     if (op_is_p2p(op)) {
-        int peer = op_is_p2p(op) ? op->p2p_peer : op_waits_on(op);
-        return peer >= 0 && peer != comm->rank ? check_peers(comm, op, peer, peer + 1)
-                                               : BRAID_OK;
+        int peer = op->p2p_peer;
+        if (peer >= 0 && peer != comm->rank)
+            st = check_peers(comm, op, peer, peer + 1);
+    } else {
+        st = check_peers(comm, op, 0, comm->nranks);
     }
-    return check_peers(comm, op, 0, comm->nranks);
+    if (st < 0)
+        braid_flight_dump(comm->flight, "peer failure", braid_err_last(), 0);
+    return st;
 }
 
-static braid_status_t comm_stalled(void *ctx, const braid_op_t *op, double waited)
+static braid_status_t stalled_err(braid_comm_t *comm, const braid_op_t *op, double waited)
 {
-    braid_comm_t *comm = ctx;
     const char *what = braid_coll_name((braid_coll_kind_t)op->hdr.kind);
     unsigned long long seq = (unsigned long long)op->hdr.seq;
     int peer = op_waits_on(op);
@@ -220,6 +226,15 @@ static braid_status_t comm_stalled(void *ctx, const braid_op_t *op, double waite
                      "(BRAID_TIMEOUT) on rank %d: every rank has started it; rank %d is waiting "
                      "for rank %d", what, seq, (unsigned long long)op->hdr.count, waited,
                      comm->rank, comm->rank, peer);
+}
+
+static braid_status_t comm_stalled(void *ctx, const braid_op_t *op, double waited)
+{
+    braid_comm_t *comm = ctx;
+    braid_flight_progress(op, op_is_p2p(op) ? op->p2p_peer : op_waits_on(op));
+    braid_status_t st = stalled_err(comm, op, waited);
+    braid_flight_dump(comm->flight, "timeout", braid_err_last(), 0);
+    return st;
 }
 
 static void comm_drive(void *ctx)

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/comm.h"
+#include "core/flight.h"
 #include "core/proxy.h"
 #include "base/log.h"
 
@@ -151,6 +152,8 @@ void braid_comm_free(braid_comm_t *comm, int abort)
         pthread_mutex_unlock(&comm->lock);
     }
     braid_comm_wait_init(comm);
+    if (abort)   /* the ops still running show as such */
+        braid_flight_dump(comm->flight, "abort", NULL, 0);
     /* callers inside a call on another thread leave at their next check */
     while (atomic_load(&comm->busy) > 0) {
         struct timespec ts = { 0, 1000000 };
@@ -168,6 +171,7 @@ void braid_comm_free(braid_comm_t *comm, int abort)
     free(comm->p2p_send_seq);
     free(comm->p2p_recv_seq);
     free(comm->premuls);
+    braid_flight_destroy(comm->flight);
     pthread_mutex_destroy(&comm->lock);
     comm->magic = 0;
     free(comm);

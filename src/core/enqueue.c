@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/enqueue.h"
+#include "core/flight.h"
 #include "algorithms/algo.h"
 #include "base/log.h"
 
@@ -195,6 +196,8 @@ braid_status_t braid_ops_run(braid_op_t **ops, int n, int heap, braid_status_t s
     braid_status_t st = st0;
     for (int i = 0; i < n && st == BRAID_OK; i++) {
         st = braid_op_start(ops[i]);
+        if (st == BRAID_OK)
+            braid_flight_running(ops[i]);
         if (st == BRAID_OK && op_is_coll(ops[i]))
             braid_comm_publish(ops[i]->hook_ctx, ops[i]->hdr.seq, 0);
     }
@@ -206,6 +209,7 @@ braid_status_t braid_ops_run(braid_op_t **ops, int n, int heap, braid_status_t s
             braid_comm_publish(comm, 0, ops[i]->hdr.seq);
         if (st < 0 && !ops[i]->done)
             braid_comm_set_error(comm, st);
+        braid_flight_end(ops[i], st < 0 && !ops[i]->done ? st : BRAID_OK);
         braid_op_finish(ops[i]);
         braid_comm_leave(comm);
         if (heap)
@@ -229,9 +233,10 @@ static braid_status_t group_push(void ***arr, int *len, int *cap, void *item)
 }
 
 /* The op of a call, built in `now` (a host call outside a group runs from the stack) or on
- * the heap (now NULL), and the comm entered until it has run (an abort waits for it). */
+ * the heap (now NULL), recorded (`timed`: it waits for the proxy, take the time), and the
+ * comm entered until it has run (an abort waits for it). */
 static braid_status_t op_new(braid_comm_t *comm, const braid_call_t *call, braid_op_t *now,
-                             braid_op_t **op_p)
+                             int timed, braid_op_t **op_p)
 {
     braid_op_t *op = now != NULL ? now : malloc(sizeof(*op));
     if (op == NULL)
@@ -245,6 +250,7 @@ static braid_status_t op_new(braid_comm_t *comm, const braid_call_t *call, braid
             free(op);
         return st;
     }
+    braid_flight_queued(comm->flight, op, timed);
     atomic_fetch_add(&comm->busy, 1);
     *op_p = op;
     return BRAID_OK;
@@ -254,7 +260,7 @@ braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call)
 {
     braid_op_t now, *op;
     int heap = group.depth > 0 || call->on_device;
-    BRAID_CHECK(op_new(comm, call, heap ? NULL : &now, &op));
+    BRAID_CHECK(op_new(comm, call, heap ? NULL : &now, call->on_device, &op));
     if (!heap) {
         braid_proxy_drain(comm);    /* the proxy's queued work (plans) comes first */
         return braid_ops_run(&op, 1, 0, BRAID_OK);
@@ -277,7 +283,7 @@ braid_status_t braid_enqueue_post(braid_comm_t *comm, const braid_call_t *call,
                                   braid_proxy_done_fn done, void *arg)
 {
     braid_op_t *op;
-    BRAID_CHECK(op_new(comm, call, NULL, &op));
+    BRAID_CHECK(op_new(comm, call, NULL, 1, &op));
     return braid_proxy_post(comm, call->on_device ? call->ordinal : -1, &op, 1, done, arg);
 }
 
@@ -310,6 +316,7 @@ static void group_drop_ops(void)
     for (int i = group.nops - 1; i >= 0; i--) {
         braid_op_t *op = group.ops[i];
         op_unissue(op);
+        braid_flight_unqueue(((braid_comm_t *)op->hook_ctx)->flight, op);
         braid_sched_free(&op->sched);
         braid_comm_leave(op->hook_ctx);
         free(op);

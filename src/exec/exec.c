@@ -514,9 +514,12 @@ braid_status_t braid_exec_run(braid_op_t **ops, int nops)
          * slice each, so checks still come at least every few tens of milliseconds. */
         if (moved ? (++moves & 63) == 0 : (idle & 15) == 0 || idle > 8192) {
             double now = braid_now();
-            for (int i = 0; i < nops; i++)
+            for (int i = 0; i < nops; i++) {
                 if (ops[i]->last_progress < 0)
                     ops[i]->last_progress = now;
+                if (ops[i]->first_clock == 0 && !ops[i]->done)
+                    ops[i]->first_clock = now;
+            }
             if (next_check == 0)
                 next_check = now + check_every;
             if (now >= next_check) {

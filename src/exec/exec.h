@@ -74,6 +74,9 @@ typedef struct braid_op {
                                      * BRAID_HDR_HISTORY collectives, at [seq % that]: a
                                      * message of one of them that arrives late says how
                                      * the ranks' calls differed */
+    struct braid_flight_rec *flight_rec;    /* the caller's record of the op (its flight
+                                             * recorder, core/flight.h), or NULL */
+    uint64_t flight_id;             /* the record's id while it is this op's */
     int oversubscribed;             /* more ranks on this machine than cores: yield, don't spin */
     int stream_out;                 /* write destinations with non-temporal stores */
     int pull_cma;                   /* pull with cross-memory attach even from this process
@@ -94,6 +97,9 @@ typedef struct braid_op {
     uint64_t slices_done;           /* grows with every slice moved: progress indicator */
     double last_progress;           /* braid_now() of the last slice moved; < 0: not
                                      * stamped yet (the executor reads the clock lazily) */
+    double first_clock;             /* braid_now() of the first reading of the clock while
+                                     * the op ran, 0 if none: when it started, give or take
+                                     * the 16 idle passes between readings */
     int started, done;
 
     /* Last, so that braid_op_clear() can leave it alone. */
