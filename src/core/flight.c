@@ -166,7 +166,8 @@ void braid_flight_queued(braid_flight_t *f, braid_op_t *op, int timed)
         return;
     /* ops of a comm are enqueued by one thread at a time (as its sequence numbers are) */
     uint64_t i = atomic_load_explicit(&f->head, memory_order_relaxed);
-    braid_flight_rec_t *r = &f->recs[i % f->n];
+    uint32_t slot = atomic_load_explicit(&f->next, memory_order_relaxed);
+    braid_flight_rec_t *r = &f->recs[slot];
     const braid_msg_hdr_t *h = &op->hdr;
     ST(id, 0);
     atomic_thread_fence(memory_order_release);   /* a reader that sees a new field sees 0 */
@@ -186,6 +187,7 @@ void braid_flight_queued(braid_flight_t *f, braid_op_t *op, int timed)
     ST(t_check, 0);
     ST(t_end, 0);
     atomic_store_explicit(&r->id, i + 1, memory_order_release);
+    atomic_store_explicit(&f->next, slot + 1 == f->n ? 0 : slot + 1, memory_order_relaxed);
     atomic_store_explicit(&f->head, i + 1, memory_order_release);
     op->flight_rec = r;
     op->flight_id = i + 1;
@@ -196,7 +198,9 @@ void braid_flight_unqueue(braid_flight_t *f, braid_op_t *op)
     if (f == NULL || braid_flight_rec(op) == NULL ||
         atomic_load_explicit(&f->head, memory_order_relaxed) != op->flight_id)
         return;
+    uint32_t slot = atomic_load_explicit(&f->next, memory_order_relaxed);
     atomic_store_explicit(&op->flight_rec->id, 0, memory_order_relaxed);
+    atomic_store_explicit(&f->next, slot == 0 ? f->n - 1 : slot - 1, memory_order_relaxed);
     atomic_store_explicit(&f->head, op->flight_id - 1, memory_order_release);
     op->flight_rec = NULL;
 }

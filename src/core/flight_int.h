@@ -13,6 +13,7 @@
 struct braid_flight {
     uint32_t n;                     /* records in the ring */
     _Atomic uint64_t head;          /* ops recorded so far; op i is at recs[i % n] */
+    _Atomic uint32_t next;          /* head % n, kept by the writer: no division per call */
     _Atomic int dumps;              /* dumps made so far */
     int rank, nranks;
     uint64_t nonce;                 /* the communicator's, alike on every rank */
