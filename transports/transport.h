@@ -65,6 +65,9 @@ struct braid_conn {
     /* Order of use among the operations of one communicator: an operation may touch this
      * connection only while its ticket is being served (see src/exec/exec.c). */
     uint64_t ticket_next, ticket_serving;
+    /* Root tokens (src/exec/sched.h) that an operation did not find here and did not wait
+     * for: the next receive on this connection takes them first. */
+    uint32_t tokens_owed;
 };
 
 static inline braid_status_t braid_conn_send_slot(braid_conn_t *c, size_t len, void **p,

@@ -84,8 +84,8 @@ static void op_header(braid_comm_t *comm, const braid_call_t *call, const braid_
                       : -1;
         h->seq = ++comm->coll_seq;
         comm->coll_hist[h->seq % BRAID_HDR_HISTORY] = *h;
-        op->history = comm->coll_hist;
     }
+    op->history = comm->coll_hist;   /* also for send/recv: a root token they find owed */
     op->p2p_peer = call->root;
     op->expect = *h;
     if (call->kind == BRAID_COLL_RECV)

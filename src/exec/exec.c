@@ -16,6 +16,7 @@
  * (src/exec/exec_pull.c).
  */
 #include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,12 +229,24 @@ static const char *hdr_str(const braid_msg_hdr_t *h, char *buf, size_t len)
  * whose ranks disagree on the root: each sends, none receives) is told against this rank's
  * own call of that number.
  */
+static braid_status_t hdr_mismatch_past(const braid_op_t *op, int peer,
+                                        const braid_msg_hdr_t *got, const braid_msg_hdr_t *mine)
+{
+    char g[160], x[160];
+    return braid_err(BRAID_ERR_USAGE,
+                     "mismatched calls: rank %d sent data of %s, which rank %d made as %s "
+                     "and finished without it%s; every rank must make the same calls in "
+                     "the same order with the same arguments", peer,
+                     hdr_str(got, g, sizeof(g)), op->rank, hdr_str(mine, x, sizeof(x)),
+                     mine->root != got->root ? ": the ranks disagree on the root" : "");
+}
+
 static braid_status_t hdr_mismatch(const braid_op_t *op, int peer, const braid_msg_hdr_t *got)
 {
     const braid_msg_hdr_t *e = &op->expect;
     const braid_msg_hdr_t *mine = op->history != NULL && got->seq < e->seq
                                       ? &op->history[got->seq % BRAID_HDR_HISTORY] : NULL;
-    braid_msg_hdr_t same = *got;
+    braid_msg_hdr_t same = *got, own = *e;
     char g[160], x[160];
     same.algo = e->algo;
     if (got->algo != e->algo && hdr_equal(&same, e))
@@ -244,16 +257,55 @@ static braid_status_t hdr_mismatch(const braid_op_t *op, int peer, const braid_m
                          braid_coll_name((braid_coll_kind_t)got->kind),
                          (unsigned long long)got->seq, hdr_algo(got), op->rank, hdr_algo(e));
     if (mine != NULL && mine->seq == got->seq && mine->kind == got->kind)
-        return braid_err(BRAID_ERR_USAGE,
-                         "mismatched calls: rank %d sent data of %s, which rank %d made as %s "
-                         "and finished without it%s; every rank must make the same calls in "
-                         "the same order with the same arguments", peer,
-                         hdr_str(got, g, sizeof(g)), op->rank, hdr_str(mine, x, sizeof(x)),
-                         mine->root != got->root ? ": the ranks disagree on the root" : "");
+        return hdr_mismatch_past(op, peer, got, mine);
+    own.kind = op->hdr.kind;    /* a receive expects a send: name it as called */
     return braid_err(BRAID_ERR_USAGE,
                      "mismatched calls: rank %d sent %s while rank %d expects %s; every rank "
                      "must make the same calls in the same order with the same arguments",
-                     peer, hdr_str(got, g, sizeof(g)), op->rank, hdr_str(e, x, sizeof(x)));
+                     peer, hdr_str(got, g, sizeof(g)), op->rank, hdr_str(&own, x, sizeof(x)));
+}
+
+/*
+ * Root tokens (src/exec/sched.h) are never waited for. A token step takes its token if it
+ * is there, else leaves it owed on the connection; any receive there first takes the
+ * tokens owed (one that has not come yet is then waited for: the receive needs the
+ * connection anyway). A token owed by an earlier call is checked against this rank's own
+ * call of its number, while op->history still holds it. The fence: of two ranks that each
+ * send and then look for the other's message, at least one sees it.
+ */
+static braid_status_t token_check(const braid_op_t *op, int peer, const braid_msg_hdr_t *got,
+                                  int own)
+{
+    const braid_msg_hdr_t *mine = op->history != NULL
+                                      ? &op->history[got->seq % BRAID_HDR_HISTORY] : NULL;
+    if (own)
+        return hdr_equal(got, &op->expect) ? BRAID_OK : hdr_mismatch(op, peer, got);
+    if (mine == NULL || mine->seq != got->seq || hdr_equal(got, mine))
+        return BRAID_OK;
+    return hdr_mismatch_past(op, peer, got, mine);
+}
+
+static braid_status_t tokens_take(braid_op_t *op, const braid_step_t *st, braid_conn_t *rc)
+{
+    int token = (st->flags & BRAID_STEP_TOKEN) != 0;
+    if (token) {
+        atomic_thread_fence(memory_order_seq_cst);
+        rc->tokens_owed++;              /* this step's own, the last to take */
+    }
+    while (rc->tokens_owed > 0) {
+        const void *in;
+        size_t len;
+        braid_msg_hdr_t hdr;
+        braid_status_t s = braid_conn_recv_slot(rc, &in, &len, &hdr);
+        if (s == BRAID_INPROGRESS && token)
+            return BRAID_OK;            /* owed */
+        if (s != BRAID_OK)
+            return s;
+        BRAID_CHECK(token_check(op, st->recv_peer, &hdr, token && rc->tokens_owed == 1));
+        BRAID_CHECK(braid_conn_recv_release(rc));
+        rc->tokens_owed--;
+    }
+    return BRAID_OK;
 }
 
 static char *ref_ptr(const braid_op_t *op, braid_ref_t r, size_t off)
@@ -350,6 +402,11 @@ static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
         rc = op->recv_conns[st->recv_peer];
         if (rc->ticket_serving != op->tickets[n + st->recv_peer])
             return BRAID_INPROGRESS;
+        if (rc->tokens_owed > 0 || (st->flags & BRAID_STEP_TOKEN)) {
+            braid_status_t s = tokens_take(op, st, rc);
+            if (s != BRAID_OK || (st->flags & BRAID_STEP_TOKEN))
+                return s;
+        }
         size_t rlen;
         braid_msg_hdr_t hdr;
         braid_status_t s = braid_conn_recv_slot(rc, &in, &rlen, &hdr);
@@ -379,6 +436,8 @@ static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
     }
     if (braid_exec_view_step(op, st))
         BRAID_CHECK(braid_exec_view_slice(op, st, out, in, off, len));
+    else if (out != NULL && in == NULL && st->src.buf == BRAID_BUF_NONE)
+        memset(out, 0, len);                                    /* a token sent */
     else if (out != NULL || st->dst.buf != BRAID_BUF_NONE)   /* else a token: dropped */
         BRAID_CHECK(slice_run(op, st, out, ref_ptr(op, st->dst, off), in,
                               ref_ptr(op, st->src, off), len));

@@ -94,3 +94,16 @@ braid_status_t braid_sched_pull(braid_sched_t *s, int peer, braid_ref_t from, br
     }
     return BRAID_OK;
 }
+
+braid_status_t braid_sched_token_send(braid_sched_t *s, int peer)
+{
+    return braid_sched_add(s, -1, peer, braid_ref_none(), braid_ref_none(), BRAID_TOKEN_BYTES,
+                           0);
+}
+
+braid_status_t braid_sched_token_recv(braid_sched_t *s, int peer)
+{
+    braid_sched_stage(s);
+    return braid_sched_add(s, peer, -1, braid_ref_none(), braid_ref_none(), BRAID_TOKEN_BYTES,
+                           BRAID_STEP_TOKEN);
+}

@@ -24,7 +24,8 @@
  *
  * Messages between two ranks are matched in order: the k-th send from a to b is the k-th
  * receive at b from a, and both sides must give it the same byte count. A receive with
- * neither a destination nor a send consumes the message and drops it (a token).
+ * neither a destination nor a send consumes the message and drops it, and a send with
+ * neither a source nor a receive sends zeros: a token, whose use is its header.
  *
  * Pulls (single copy between ranks of one host): a step with pull_peer >= 0 reads region
  * `pull` of that rank's SEND or RECV buffer directly instead of receiving from a FIFO:
@@ -80,7 +81,7 @@ typedef enum {
 } braid_buf_t;
 
 #define BRAID_HELLO_BYTES 64    /* one rank's hello record (layout private to the executor) */
-#define BRAID_TOKEN_BYTES 8     /* a token: the start of the sender's hello record */
+#define BRAID_TOKEN_BYTES 8     /* a token: zeros, or the start of the sender's hello record */
 
 typedef struct braid_ref {
     uint8_t buf;        /* braid_buf_t */
@@ -94,6 +95,7 @@ typedef struct braid_ref {
                                  * contribution, so it is not pre-multiplied */
 #define BRAID_STEP_PULL_PRE 0x10u /* the pulled region is pull_peer's own contribution:
                                    * pre-multiply it by that rank's pre-multiplier */
+#define BRAID_STEP_TOKEN 0x20u  /* a root token's receive: never waits (sched.h, exec.c) */
 
 typedef struct braid_step {
     int32_t recv_peer;  /* -1: no receive */
@@ -161,6 +163,23 @@ braid_status_t braid_sched_pull(braid_sched_t *s, int peer, braid_ref_t from, br
                                 braid_ref_t dst, size_t bytes, uint32_t flags);
 /* Mark that the next step added starts a new stage. */
 void braid_sched_stage(braid_sched_t *s);
+
+/*
+ * Root tokens: in a rooted collective some ranks would receive nothing (a broadcast's or
+ * scatter's root, a reduce's or gather's leaves), so ranks that disagree on the root could
+ * each finish the call without seeing another's header, or each wait for data that no
+ * rank sends. Such a rank is also sent one token, whose header says what its sender
+ * called: the sender sends it as its first step (it waits for nothing), so a rank that
+ * waits for data from a rank that disagrees gets the token's header instead. The
+ * receiver looks for its token in a stage of its own after its data, without waiting
+ * (BRAID_STEP_TOKEN): a token found there is checked at once, one not there yet is owed
+ * on the connection and checked by its next receive (src/exec/exec.c): waiting for it
+ * would stop a root from running ahead of the other ranks, which costs back-to-back small
+ * broadcasts several times their time. Token and data never share a connection's
+ * direction. A token carries BRAID_TOKEN_BYTES of zeros.
+ */
+braid_status_t braid_sched_token_send(braid_sched_t *s, int peer);
+braid_status_t braid_sched_token_recv(braid_sched_t *s, int peer);
 
 static inline braid_ref_t braid_ref(braid_buf_t buf, size_t off)
 {
