@@ -23,6 +23,9 @@
  * non-root broadcast's sendbuff may be: neither is named). In place (the root's sendbuff ==
  * recvbuff) every step reads and writes its slice at the same offsets.
  *
+ * Root tokens (sched.h): the ranks that receive no data get a token first, the broadcast's
+ * root from virtual rank n-1 (a leaf), a reduce's leaves from their parents.
+ *
  * Deadlock freedom: a receive of slice i waits for the neighbour one level nearer the
  * root (broadcast) or the leaves (reduce) at slice i, which waits only on ranks further
  * that way; a send of slice i waits for its receiver to free the slot of slice i-2
@@ -59,6 +62,8 @@ static braid_status_t binomial_broadcast_build(const braid_coll_t *c, braid_sche
     int up = v > 0 ? braid_mod((v & (v - 1)) + c->root, n) : -1;
     int kid0 = m > 0 ? braid_mod(kids[0] + c->root, n) : -1;
 
+    if (v == n - 1 && v > 0)
+        BRAID_CHECK(braid_sched_token_send(s, c->root));
     if (v > 0 || !c->in_place || m > 0)
         BRAID_CHECK(braid_sched_add(s, up, kid0, v > 0 ? braid_ref_none() : val,
                                     v > 0 || !c->in_place ? braid_ref(BRAID_BUF_RECV, 0)
@@ -67,7 +72,7 @@ static braid_status_t binomial_broadcast_build(const braid_coll_t *c, braid_sche
     for (int i = 1; i < m; i++)
         BRAID_CHECK(braid_sched_add(s, -1, braid_mod(kids[i] + c->root, n), val,
                                     braid_ref_none(), bytes, 0));
-    return BRAID_OK;
+    return v == 0 && n > 1 ? braid_sched_token_recv(s, braid_mod(c->root - 1, n)) : BRAID_OK;
 }
 
 /*
@@ -87,9 +92,14 @@ static braid_status_t binomial_reduce_build(const braid_coll_t *c, braid_sched_t
     braid_ref_t own = braid_ref(BRAID_BUF_SEND, 0);
     braid_ref_t acc = braid_ref(root ? BRAID_BUF_RECV : BRAID_BUF_SCRATCH, 0);
 
-    if (m == 0)
-        return braid_sched_add(s, -1, up, own, root ? acc : braid_ref_none(), bytes,
-                               BRAID_STEP_REDUCE | (root ? BRAID_STEP_FINAL : 0));
+    if (m == 0) {
+        BRAID_CHECK(braid_sched_add(s, -1, up, own, root ? acc : braid_ref_none(), bytes,
+                                    BRAID_STEP_REDUCE | (root ? BRAID_STEP_FINAL : 0)));
+        return root ? BRAID_OK : braid_sched_token_recv(s, up);
+    }
+    for (int i = 0; i < m; i++)
+        if ((kids[i] & 1) || kids[i] + 1 >= n)     /* a leaf */
+            BRAID_CHECK(braid_sched_token_send(s, braid_mod(kids[i] + c->root, n)));
     if (!root && m > 1)
         s->scratch_bytes = bytes;
     for (int i = m - 1; i >= 0; i--) {

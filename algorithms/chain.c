@@ -23,7 +23,8 @@
  *   [x] --send--> recv, store [x] --send--> recv, store [x]
  *                 ("recvCopySend")          ("recv")
  *
- * The root also copies x into its recvbuff, unless in place.
+ * The root also copies x into its recvbuff, unless in place. The last rank sends the root
+ * a token first (sched.h: root tokens), which the root takes after its data has gone.
  */
 static braid_status_t chain_broadcast_build(const braid_coll_t *coll, braid_sched_t *s)
 {
@@ -31,14 +32,18 @@ static braid_status_t chain_broadcast_build(const braid_coll_t *coll, braid_sche
     size_t bytes = coll->count * braid_dtype_size(coll->dtype);
     int next = pos < n - 1 ? braid_mod(r + 1, n) : -1;
 
-    if (pos > 0)
+    if (pos > 0) {
+        if (next < 0)
+            BRAID_CHECK(braid_sched_token_send(s, coll->root));
         return braid_sched_add(s, braid_mod(r - 1, n), next, braid_ref_none(),
                                braid_ref(BRAID_BUF_RECV, 0), bytes, 0);
+    }
     if (coll->in_place && next < 0)
         return BRAID_OK;                        /* one rank, in place: nothing to move */
-    return braid_sched_add(s, -1, next, braid_ref(BRAID_BUF_SEND, 0),
-                           coll->in_place ? braid_ref_none() : braid_ref(BRAID_BUF_RECV, 0),
-                           bytes, 0);
+    BRAID_CHECK(braid_sched_add(s, -1, next, braid_ref(BRAID_BUF_SEND, 0),
+                                coll->in_place ? braid_ref_none() : braid_ref(BRAID_BUF_RECV, 0),
+                                bytes, 0));
+    return next < 0 ? BRAID_OK : braid_sched_token_recv(s, braid_mod(r - 1, n));
 }
 
 /*
@@ -48,7 +53,8 @@ static braid_status_t chain_broadcast_build(const braid_coll_t *coll, braid_sche
  *   pre(a) --send--> recv, + pre(b) --send-->       recv, + pre(z), FINAL, store
  *   ("send")         ("recvReduceSend")             ("recvReduce" into recvbuff)
  *
- * With one rank the root's step has no receive: a local REDUCE|FINAL copy.
+ * With one rank the root's step has no receive: a local REDUCE|FINAL copy. The root sends
+ * root+1, which receives no data, a token first (sched.h: root tokens).
  */
 static braid_status_t chain_reduce_build(const braid_coll_t *coll, braid_sched_t *s)
 {
@@ -56,10 +62,13 @@ static braid_status_t chain_reduce_build(const braid_coll_t *coll, braid_sched_t
     size_t bytes = coll->count * braid_dtype_size(coll->dtype);
     int root = pos == n - 1;
 
-    return braid_sched_add(s, pos > 0 ? braid_mod(r - 1, n) : -1,
-                           root ? -1 : braid_mod(r + 1, n), braid_ref(BRAID_BUF_SEND, 0),
-                           root ? braid_ref(BRAID_BUF_RECV, 0) : braid_ref_none(), bytes,
-                           BRAID_STEP_REDUCE | (root ? BRAID_STEP_FINAL : 0));
+    if (root && n > 1)
+        BRAID_CHECK(braid_sched_token_send(s, braid_mod(r + 1, n)));
+    BRAID_CHECK(braid_sched_add(s, pos > 0 ? braid_mod(r - 1, n) : -1,
+                                root ? -1 : braid_mod(r + 1, n), braid_ref(BRAID_BUF_SEND, 0),
+                                root ? braid_ref(BRAID_BUF_RECV, 0) : braid_ref_none(), bytes,
+                                BRAID_STEP_REDUCE | (root ? BRAID_STEP_FINAL : 0)));
+    return pos == 0 && !root ? braid_sched_token_recv(s, coll->root) : BRAID_OK;
 }
 
 static braid_status_t chain_build(const braid_coll_t *coll, braid_sched_t *s)

@@ -27,15 +27,21 @@
  *
  *   rank i != root:  [x_i] --send--> root
  *   root:            recv x_(root+1), x_(root+2), ... into [x_0 | x_1 | ... | x_(n-1)]
+ *
+ * The root first sends every other rank a token (sched.h: root tokens).
  */
 static braid_status_t direct_gather_build(const braid_coll_t *coll, braid_sched_t *s)
 {
     int n = coll->nranks, r = coll->rank;
     size_t bytes = coll->count * braid_dtype_size(coll->dtype);
 
-    if (r != coll->root)
-        return braid_sched_add(s, -1, coll->root, braid_ref(BRAID_BUF_SEND, 0),
-                               braid_ref_none(), bytes, 0);
+    if (r != coll->root) {
+        BRAID_CHECK(braid_sched_add(s, -1, coll->root, braid_ref(BRAID_BUF_SEND, 0),
+                                    braid_ref_none(), bytes, 0));
+        return braid_sched_token_recv(s, coll->root);
+    }
+    for (int k = 1; k < n; k++)
+        BRAID_CHECK(braid_sched_token_send(s, braid_mod(r + k, n)));
     if (!coll->in_place)
         BRAID_CHECK(braid_sched_add(s, -1, -1, braid_ref(BRAID_BUF_SEND, 0),
                                     braid_ref(BRAID_BUF_RECV, (size_t)r * bytes), bytes, 0));
@@ -53,15 +59,20 @@ static braid_status_t direct_gather_build(const braid_coll_t *coll, braid_sched_
  *
  *   root:            [y_0 | y_1 | ... | y_(n-1)] --send y_i--> rank i
  *   rank i != root:  recv y_i into [recvbuff]
+ *
+ * Rank root-1 first sends the root a token (sched.h: root tokens).
  */
 static braid_status_t direct_scatter_build(const braid_coll_t *coll, braid_sched_t *s)
 {
     int n = coll->nranks, r = coll->rank;
     size_t bytes = coll->count * braid_dtype_size(coll->dtype);
 
-    if (r != coll->root)
+    if (r != coll->root) {
+        if (r == braid_mod(coll->root - 1, n))
+            BRAID_CHECK(braid_sched_token_send(s, coll->root));
         return braid_sched_add(s, coll->root, -1, braid_ref_none(),
                                braid_ref(BRAID_BUF_RECV, 0), bytes, 0);
+    }
     if (!coll->in_place)
         BRAID_CHECK(braid_sched_add(s, -1, -1, braid_ref(BRAID_BUF_SEND, (size_t)r * bytes),
                                     braid_ref(BRAID_BUF_RECV, 0), bytes, 0));
@@ -70,7 +81,7 @@ static braid_status_t direct_scatter_build(const braid_coll_t *coll, braid_sched
         BRAID_CHECK(braid_sched_add(s, -1, peer, braid_ref(BRAID_BUF_SEND, (size_t)peer * bytes),
                                     braid_ref_none(), bytes, 0));
     }
-    return BRAID_OK;
+    return n > 1 ? braid_sched_token_recv(s, braid_mod(r - 1, n)) : BRAID_OK;
 }
 
 /* Where the block for/from `peer` lies, in bytes: all-to-all blocks are uniform,
