@@ -6,13 +6,25 @@
  *   kind     rank 0 calls ncclAllReduce, rank 1 ncclBroadcast (root 0)
  *   dtype    rank 0 all-reduces float, rank 1 int32 (same byte size)
  *   op       rank 0 all-reduces with sum, rank 1 with max
- *   root     ncclBroadcast with root 0 on rank 0 and root 1 on rank 1: each rank only
- *            sends, so neither sees the other's header in that call; the message arrives
- *            at the next call, a correct all-reduce, which must fail on both ranks
+ *   root     ncclBroadcast with root 0 on rank 0 and root 1 on rank 1: each believes it
+ *            is the root, so neither receives the other's data (root tokens: sched.h)
+ *   root-other  ncclBroadcast with root 1 on rank 0 and root 0 on rank 1: each waits for
+ *            the other's data
+ *   reduce-root, reduce-other, gather-root, scatter-root   the same with ncclReduce,
+ *            ncclGather and ncclScatter
+ *   group-order  rank 0 groups an all-reduce and a broadcast, rank 1 the broadcast first
+ *   group-count  rank 0 groups two all-reduces, rank 1 one, then calls ncclBroadcast:
+ *            grouping does not change how calls match (by their number), so the call
+ *            that differs is rank 1's broadcast, which meets rank 0's second all-reduce
+ *   send-less, send-more  rank 0 sends 100 floats to rank 1, which receives 200 from it;
+ *            and 200 against 100 (NCCL wants equal counts; braid reports both)
  *
- * In every case a correct all-reduce follows the mismatched call (on a rank whose call
- * succeeded) and must fail too: the communicator is out of step. Every rank must get an
- * error within 10 s of its call; a rank that detects the mismatch returns ncclInvalidUsage
+ * Every rank's mismatched call must fail, except a sender of a send/recv case (a send
+ * does not wait for its receiver) and one of the two ranks where both finish their part
+ * without waiting for the other (root, reduce-other, scatter-root): a rank looks for the
+ * other's root token without waiting for it, after sending its own data, so at least one
+ * of them sees the other's message. A correct all-reduce follows a call that succeeded and must fail: the
+ * communicator is out of step. Every rank must get an error within 10 s of its call; a rank that detects the mismatch returns ncclInvalidUsage
  * and says what both sides called (both values of what differs: "sum" and "max", not op
  * numbers); a rank that only sees the other give up returns ncclRemoteError. At least one
  * rank must detect it, and every rank's error names the other rank.
@@ -30,7 +42,8 @@
 typedef struct mm_case {
     const char *name;
     const char *word0, *word1;   /* each must appear in the detecting rank's text */
-    int may_pass;                /* 1: the mismatched call itself may succeed (root) */
+    int may_pass;                /* ranks (bit r) whose mismatched call may succeed; -1:
+                                  * either rank's, not both (a root token not yet there) */
 } mm_case_t;
 
 static const mm_case_t cases[] = {
@@ -38,7 +51,16 @@ static const mm_case_t cases[] = {
     { "kind", "AllReduce", "Broadcast", 0 },
     { "dtype", "float", "int32", 0 },
     { "op", "sum", "max", 0 },
-    { "root", "root 0", "root 1", 1 },
+    { "root", "root 0", "root 1", -1 },
+    { "root-other", "root 0", "root 1", 0 },
+    { "reduce-root", "root 0", "root 1", 0 },
+    { "reduce-other", "root 0", "root 1", -1 },
+    { "gather-root", "root 0", "root 1", 0 },
+    { "scatter-root", "root 0", "root 1", -1 },
+    { "group-order", "AllReduce", "Broadcast", 0 },
+    { "group-count", "AllReduce", "Broadcast", 0 },
+    { "send-less", "count 100,", "count 200,", 1 },
+    { "send-more", "count 200,", "count 100,", 1 },
 };
 
 /* The correct all-reduce after the mismatched call, on a rank whose call succeeded. */
@@ -52,6 +74,39 @@ typedef struct mm_next {
 static mm_next_t *next;
 static int which;
 
+/* A group of two calls; `swap`: in the other order. */
+static ncclResult_t mm_group(int swap, ncclComm_t comm, void *s, void *d)
+{
+    ncclGroupStart();
+    if (swap)
+        ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, NULL);
+    ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, NULL);
+    if (!swap)
+        ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, NULL);
+    return ncclGroupEnd();
+}
+
+/* Rank 0 groups two all-reduces; rank 1 one, then broadcasts. */
+static ncclResult_t mm_group_count(int rank, ncclComm_t comm, void *s, void *d)
+{
+    ncclResult_t r;
+    ncclGroupStart();
+    ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, NULL);
+    if (rank == 0)
+        ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, NULL);
+    r = ncclGroupEnd();
+    if (r == ncclSuccess && rank == 1)
+        r = ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, NULL);
+    return r;
+}
+
+/* Rank 0 sends `c0` floats to rank 1, which receives `c1` from it. */
+static ncclResult_t mm_p2p(int rank, ncclComm_t comm, void *s, void *d, size_t c0, size_t c1)
+{
+    return rank ? ncclRecv(d, c1, ncclFloat32, 0, comm, NULL)
+                : ncclSend(s, c0, ncclFloat32, 1, comm, NULL);
+}
+
 static ncclResult_t mm_call(int rank, ncclComm_t comm, void *s, void *d)
 {
     switch (which) {
@@ -62,7 +117,16 @@ static ncclResult_t mm_call(int rank, ncclComm_t comm, void *s, void *d)
     case 2:
         return ncclAllReduce(s, d, 1000, rank ? ncclInt32 : ncclFloat32, ncclSum, comm, NULL);
     case 3: return ncclAllReduce(s, d, 1000, ncclFloat32, rank ? ncclMax : ncclSum, comm, NULL);
-    default: return ncclBroadcast(s, d, 1000, ncclFloat32, rank, comm, NULL);
+    case 4: return ncclBroadcast(s, d, 1000, ncclFloat32, rank, comm, NULL);
+    case 5: return ncclBroadcast(s, d, 1000, ncclFloat32, 1 - rank, comm, NULL);
+    case 6: return ncclReduce(s, d, 1000, ncclFloat32, ncclSum, rank, comm, NULL);
+    case 7: return ncclReduce(s, d, 1000, ncclFloat32, ncclSum, 1 - rank, comm, NULL);
+    case 8: return ncclGather(s, d, 1000, ncclFloat32, rank, comm, NULL);
+    case 9: return ncclScatter(s, d, 1000, ncclFloat32, rank, comm, NULL);
+    case 10: return mm_group(rank, comm, s, d);
+    case 11: return mm_group_count(rank, comm, s, d);
+    case 12: return mm_p2p(rank, comm, s, d, 100, 200);
+    default: return mm_p2p(rank, comm, s, d, 200, 100);
     }
 }
 
@@ -101,6 +165,8 @@ static int first_error(int r, double *elapsed_p, const char **text_p)
 static void check_case(const mm_case_t *c, const int *status)
 {
     int detected = 0;
+    if (c->may_pass < 0 && next->ran[0] && next->ran[1])
+        ft_fail("%s: the mismatched call succeeded on both ranks", c->name);
     for (int r = 0; r < 2; r++) {
         double took;
         const char *t;
@@ -111,7 +177,7 @@ static void check_case(const mm_case_t *c, const int *status)
             ft_fail("%s: rank %d ended with status 0x%x", c->name, r, status[r]);
             continue;
         }
-        if (next->ran[r] && !c->may_pass)
+        if (next->ran[r] && c->may_pass >= 0 && !(c->may_pass & (1 << r)))
             ft_fail("%s: rank %d: the mismatched call succeeded", c->name, r);
         if (res == ncclSuccess)
             ft_fail("%s: rank %d: %s succeeded", c->name, r,
