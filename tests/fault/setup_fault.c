@@ -20,6 +20,8 @@
  *
  *   twice      3 ranks, rank 1 started twice: the root fails the job, and every process
  *              (rank 0, whose process runs the root, last) gets the same error and code
+ *   reuse      two 2-rank jobs on one NCCL_COMM_ID port, the second at once, while the
+ *              first one's connections to that port are in TIME_WAIT: both must succeed
  *
  * The stranger cases start one rank (1 of 2) whose NCCL_COMM_ID is a port of this test,
  * served by a thread that answers like a web server ("HTTP/1.1 400 Bad Request", then
@@ -322,6 +324,59 @@ static int case_twice(void)
     return 0;
 }
 
+/* ---- a port used again at once ---- */
+
+/* TCP sockets in TIME_WAIT whose local port is `port` (/proc/net/tcp: state 06). */
+static int time_wait_on(int port)
+{
+    char line[512];
+    unsigned lport, state;
+    int n = 0;
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, " %*d: %*8x:%x %*8x:%*x %x", &lport, &state) == 2 &&
+            (int)lport == port && state == 0x06)
+            n++;
+    fclose(f);
+    return n;
+}
+
+/*
+ * reuse: a job on a fixed NCCL_COMM_ID port, then at once a second job on it. The first
+ * job's connections to the root's port are left in TIME_WAIT, so the second root must
+ * listen with SO_REUSEADDR, as NCCL users expect when they run jobs back to back.
+ */
+static int case_reuse(void)
+{
+    char id[64];
+    int status, port, waits = 0;
+    if (case_begin("reuse", id, sizeof(id)) != 0)
+        return 99;
+    port = atoi(strchr(id, ':') + 1);
+    for (int job = 1; job <= 2; job++) {
+        memset(ft_sh, 0, sizeof(*ft_sh));
+        if (start_rank(0, 2, id, NULL) != 0 || start_rank(1, 2, id, NULL) != 0)
+            return 99;
+        for (int r = 0; r < 2; r++) {
+            reap(r, &status);
+            if (!ft_exited(status, 0) || !ft_sh->flag[r] || ft_sh->result[r] != ncclSuccess)
+                ft_fail("reuse: job %d on port %d: rank %d ended with status 0x%x, %s: %s",
+                        job, port, r, status,
+                        ncclGetErrorString((ncclResult_t)ft_sh->result[r]), ft_sh->text[r]);
+        }
+        if (job == 1)
+            waits = time_wait_on(port);
+    }
+    if (waits == 0)
+        ft_fail("reuse: the first job left no connection to port %d in TIME_WAIT: the case "
+                "tests nothing", port);
+    printf("setup_fault: reuse: two jobs on port %d, the second with %d connections of the "
+           "first in TIME_WAIT\n", port, waits);
+    return 0;
+}
+
 /* ---- stranger cases ---- */
 
 typedef struct stranger {
@@ -410,7 +465,8 @@ static int case_stranger(int silent)
 
 int main(void)
 {
-    int (*cases[])(void) = { case_joined, case_root, case_ring, case_shm, case_twice };
+    int (*cases[])(void) = { case_joined, case_root, case_ring, case_shm, case_twice,
+                             case_reuse };
     ft_name = "setup_fault";
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("BRAID_BOOTSTRAP_TIMEOUT", "60", 1);
