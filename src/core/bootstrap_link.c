@@ -496,6 +496,8 @@ braid_status_t braid_bootstrap_ring_connect(braid_bootstrap_t *bs)
             ring_tell_prev(bs, &want);
         return err;
     }
+    BRAID_INFO(BRAID_SUB_BOOTSTRAP, "bootstrap: rank %d of %d: ring link to rank %d up, "
+               "waiting for rank %d's", bs->rank, n, next, prev);
     st = ring_claim_prev(bs, &want, deadline);
     if (st < 0 && bs->notice.kind == 0)   /* a timeout or abort: no notice went yet */
         braid_bootstrap_ring_notice(bs, st == BRAID_ERR_ABORTED ? bs->rank : prev, st);

@@ -15,6 +15,9 @@
  *   ring       4 ranks: rank 2 joined the root and is stopped before it takes the table;
  *              rank 3 joins, the root sends the tables; rank 2 dies while the others connect
  *              the bootstrap ring (rank 3 waits for rank 2's connection)
+ *   ring-next  4 ranks, rank 3 stopped as rank 2 in ring: rank 0 has its ring link to
+ *              rank 1 (its log says so) and waits for rank 3's; rank 1 dies: rank 0 must
+ *              fail naming rank 1, watching its link, not at the bootstrap timeout
  *   shm        4 ranks: rank 2 stops itself once its shared-memory segment is made
  *              (BRAID_SETUP_PAUSE=shm), and dies while the others set theirs up
  *
@@ -278,6 +281,28 @@ static int case_ring(void)
     return 0;
 }
 
+/* ring-next: rank 0 has its link to rank 1 and waits for rank 3's (stopped before it took
+ * its table); rank 1 dies: rank 0 sees its link close and fails at once, naming rank 1. */
+static int case_ring_next(void)
+{
+    char id[64];
+    if (case_begin("ring-next", id, sizeof(id)) != 0)
+        return 99;
+    for (int r = 0; r < 4; r += 1 + (r == 1))
+        if (start_rank(r, 4, id, NULL) != 0)
+            return 99;
+    if (wait_log("ring-next", 3, "rank 3 of 4 joined the root") == 0) {
+        kill(pids[3], SIGSTOP);   /* it cannot take its table, nor connect to rank 0 */
+        if (start_rank(2, 4, id, NULL) == 0 &&
+            wait_log("ring-next", 0, "ring link to rank 1 up") == 0) {
+            double t = kill_victim(1);
+            check_survivor("ring-next", 0, t, "rank 1 ");
+        }
+    }
+    kill_all();
+    return 0;
+}
+
 static int case_shm(void)
 {
     char id[64];
@@ -465,8 +490,8 @@ static int case_stranger(int silent)
 
 int main(void)
 {
-    int (*cases[])(void) = { case_joined, case_root, case_ring, case_shm, case_twice,
-                             case_reuse };
+    int (*cases[])(void) = { case_joined, case_root, case_ring, case_ring_next, case_shm,
+                             case_twice, case_reuse };
     ft_name = "setup_fault";
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("BRAID_BOOTSTRAP_TIMEOUT", "60", 1);
