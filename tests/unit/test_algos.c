@@ -392,6 +392,78 @@ static void v_unforced(void)
     assert_int_equal(braid_algo_build(&c, &s, NULL), BRAID_ERR_INTERNAL);
 }
 
+/*
+ * Ranks that disagree on a rooted call's root (root tokens, src/exec/sched.h): the run must
+ * not deadlock and must not end clean. A rank sees the mismatch (BRAID_ERR_USAGE), or a
+ * message of the call is left unreceived (a later call of the communicator fails on it).
+ * Beliefs: rank r takes root r % 2; root r + 1; root 0 but rank n-1, which takes 1.
+ */
+static int root_outcomes[3];   /* seen, left unreceived, every rank waiting */
+
+static int root_belief(int pattern, int r, int n)
+{
+    switch (pattern) {
+    case 0: return r % 2;
+    case 1: return (r + 1) % n;
+    default: return r == n - 1 ? 1 : 0;
+    }
+}
+
+static void root_mismatch_case(const braid_algo_t *algo, braid_coll_kind_t kind, int n,
+                               int pattern)
+{
+    braid_sim_call_t calls[8];
+    braid_sim_result_t res;
+    float *bufs = calloc((size_t)n * 2 * 4 * (size_t)n, sizeof(float));
+    braid_sched_t scheds[8];
+    assert_non_null(bufs);
+    for (int r = 0; r < n; r++) {
+        braid_sim_call_t *c = &calls[r];
+        memset(c, 0, sizeof(*c));
+        c->rank = r;
+        c->coll = (braid_coll_t){ .kind = kind, .dtype = BRAID_FP32, .rank = r,
+                                  .nranks = n, .root = root_belief(pattern, r, n), .count = 4 };
+        c->sendbuf = bufs + (size_t)r * 2 * 4 * (size_t)n;
+        c->recvbuf = (float *)c->sendbuf + 4 * n;
+        c->hdr = (braid_msg_hdr_t){ .seq = 1, .count = 4, .kind = (uint8_t)kind,
+                                    .dtype = BRAID_FP32, .root = c->coll.root,
+                                    .op = kind == BRAID_COLL_REDUCE ? 0 : 255 };
+        c->expect = c->hdr;
+        braid_sched_init(&scheds[r], sizeof(float));
+        assert_int_equal(algo->build(&c->coll, &scheds[r]), BRAID_OK);
+        c->sched = &scheds[r];
+    }
+    int rc = braid_sim_run(&sh_cfg_tight, n, calls, n, &res);
+    if (rc == 0 || (!res.deadlock && res.st != BRAID_ERR_USAGE &&
+                    strstr(res.msg, "unreceived") == NULL))
+        fail_msg("%s %s n=%d beliefs %d: %s", algo->name, braid_coll_name(kind), n, pattern,
+                 rc == 0 ? "completed clean" : res.msg);
+    root_outcomes[res.deadlock ? 2 : res.st == BRAID_ERR_USAGE ? 0 : 1]++;
+    if (res.deadlock)
+        printf("root mismatch left waiting (the timeout ends it): %s %s n=%d beliefs %d\n",
+               algo->name, braid_coll_name(kind), n, pattern);
+    for (int r = 0; r < n; r++)
+        braid_sched_free(&scheds[r]);
+    free(bufs);
+    sh_cases_run++;
+}
+
+static void test_root_mismatch(void **state)
+{
+    static const braid_coll_kind_t kinds[] = { BRAID_COLL_BROADCAST, BRAID_COLL_REDUCE,
+                                               BRAID_COLL_GATHER, BRAID_COLL_SCATTER };
+    int ran = sh_cases_run;
+    (void)state;
+    for (int a = 0; a < braid_nalgos; a++)
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+            for (int n = 2; n <= 8 && (braid_algos[a]->colls & (1u << kinds[k])); n++)
+                for (int pattern = 0; pattern < 3; pattern++)
+                    root_mismatch_case(braid_algos[a], kinds[k], n, pattern);
+    assert_true(sh_cases_run - ran >= 4 * 7 * 3);   /* chain, binomial, direct: 4 calls */
+    printf("root mismatch: %d seen at the call, %d left for a later call, %d waiting\n",
+           root_outcomes[0], root_outcomes[1], root_outcomes[2]);
+}
+
 static void test_ring_v(void **state)
 {
     static const int ops[] = { OP_SUM, OP_MAX, OP_AVG };
@@ -414,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_each_algorithm),
         cmocka_unit_test(test_tuner_choice),
         cmocka_unit_test(test_ring_v),
+        cmocka_unit_test(test_root_mismatch),
     };
     if (only_algo() != NULL)
         printf("test_algos: BRAID_TEST_ALGO=%s: that algorithm only, not the others nor the "
