@@ -63,7 +63,7 @@ static braid_status_t binomial_broadcast_build(const braid_coll_t *c, braid_sche
     int kid0 = m > 0 ? braid_mod(kids[0] + c->root, n) : -1;
 
     if (v == n - 1 && v > 0)
-        BRAID_CHECK(braid_sched_token_send(s, c->root));
+        BRAID_CHECK(braid_sched_token_send(s, c->root, bytes));
     if (v > 0 || !c->in_place || m > 0)
         BRAID_CHECK(braid_sched_add(s, up, kid0, v > 0 ? braid_ref_none() : val,
                                     v > 0 || !c->in_place ? braid_ref(BRAID_BUF_RECV, 0)
@@ -72,7 +72,9 @@ static braid_status_t binomial_broadcast_build(const braid_coll_t *c, braid_sche
     for (int i = 1; i < m; i++)
         BRAID_CHECK(braid_sched_add(s, -1, braid_mod(kids[i] + c->root, n), val,
                                     braid_ref_none(), bytes, 0));
-    return v == 0 && n > 1 ? braid_sched_token_recv(s, braid_mod(c->root - 1, n)) : BRAID_OK;
+    if (v > 0 || n == 1)
+        return BRAID_OK;
+    return braid_sched_token_recv(s, braid_mod(c->root - 1, n), bytes);
 }
 
 /*
@@ -95,11 +97,11 @@ static braid_status_t binomial_reduce_build(const braid_coll_t *c, braid_sched_t
     if (m == 0) {
         BRAID_CHECK(braid_sched_add(s, -1, up, own, root ? acc : braid_ref_none(), bytes,
                                     BRAID_STEP_REDUCE | (root ? BRAID_STEP_FINAL : 0)));
-        return root ? BRAID_OK : braid_sched_token_recv(s, up);
+        return root ? BRAID_OK : braid_sched_token_recv(s, up, bytes);
     }
     for (int i = 0; i < m; i++)
         if ((kids[i] & 1) || kids[i] + 1 >= n)     /* a leaf */
-            BRAID_CHECK(braid_sched_token_send(s, braid_mod(kids[i] + c->root, n)));
+            BRAID_CHECK(braid_sched_token_send(s, braid_mod(kids[i] + c->root, n), bytes));
     if (!root && m > 1)
         s->scratch_bytes = bytes;
     for (int i = m - 1; i >= 0; i--) {

@@ -34,7 +34,7 @@ static braid_status_t chain_broadcast_build(const braid_coll_t *coll, braid_sche
 
     if (pos > 0) {
         if (next < 0)
-            BRAID_CHECK(braid_sched_token_send(s, coll->root));
+            BRAID_CHECK(braid_sched_token_send(s, coll->root, bytes));
         return braid_sched_add(s, braid_mod(r - 1, n), next, braid_ref_none(),
                                braid_ref(BRAID_BUF_RECV, 0), bytes, 0);
     }
@@ -43,7 +43,7 @@ static braid_status_t chain_broadcast_build(const braid_coll_t *coll, braid_sche
     BRAID_CHECK(braid_sched_add(s, -1, next, braid_ref(BRAID_BUF_SEND, 0),
                                 coll->in_place ? braid_ref_none() : braid_ref(BRAID_BUF_RECV, 0),
                                 bytes, 0));
-    return next < 0 ? BRAID_OK : braid_sched_token_recv(s, braid_mod(r - 1, n));
+    return next < 0 ? BRAID_OK : braid_sched_token_recv(s, braid_mod(r - 1, n), bytes);
 }
 
 /*
@@ -63,12 +63,12 @@ static braid_status_t chain_reduce_build(const braid_coll_t *coll, braid_sched_t
     int root = pos == n - 1;
 
     if (root && n > 1)
-        BRAID_CHECK(braid_sched_token_send(s, braid_mod(r + 1, n)));
+        BRAID_CHECK(braid_sched_token_send(s, braid_mod(r + 1, n), bytes));
     BRAID_CHECK(braid_sched_add(s, pos > 0 ? braid_mod(r - 1, n) : -1,
                                 root ? -1 : braid_mod(r + 1, n), braid_ref(BRAID_BUF_SEND, 0),
                                 root ? braid_ref(BRAID_BUF_RECV, 0) : braid_ref_none(), bytes,
                                 BRAID_STEP_REDUCE | (root ? BRAID_STEP_FINAL : 0)));
-    return pos == 0 && !root ? braid_sched_token_recv(s, coll->root) : BRAID_OK;
+    return pos == 0 && !root ? braid_sched_token_recv(s, coll->root, bytes) : BRAID_OK;
 }
 
 static braid_status_t chain_build(const braid_coll_t *coll, braid_sched_t *s)

@@ -38,10 +38,10 @@ static braid_status_t direct_gather_build(const braid_coll_t *coll, braid_sched_
     if (r != coll->root) {
         BRAID_CHECK(braid_sched_add(s, -1, coll->root, braid_ref(BRAID_BUF_SEND, 0),
                                     braid_ref_none(), bytes, 0));
-        return braid_sched_token_recv(s, coll->root);
+        return braid_sched_token_recv(s, coll->root, bytes);
     }
     for (int k = 1; k < n; k++)
-        BRAID_CHECK(braid_sched_token_send(s, braid_mod(r + k, n)));
+        BRAID_CHECK(braid_sched_token_send(s, braid_mod(r + k, n), bytes));
     if (!coll->in_place)
         BRAID_CHECK(braid_sched_add(s, -1, -1, braid_ref(BRAID_BUF_SEND, 0),
                                     braid_ref(BRAID_BUF_RECV, (size_t)r * bytes), bytes, 0));
@@ -69,7 +69,7 @@ static braid_status_t direct_scatter_build(const braid_coll_t *coll, braid_sched
 
     if (r != coll->root) {
         if (r == braid_mod(coll->root - 1, n))
-            BRAID_CHECK(braid_sched_token_send(s, coll->root));
+            BRAID_CHECK(braid_sched_token_send(s, coll->root, bytes));
         return braid_sched_add(s, coll->root, -1, braid_ref_none(),
                                braid_ref(BRAID_BUF_RECV, 0), bytes, 0);
     }
@@ -81,7 +81,7 @@ static braid_status_t direct_scatter_build(const braid_coll_t *coll, braid_sched
         BRAID_CHECK(braid_sched_add(s, -1, peer, braid_ref(BRAID_BUF_SEND, (size_t)peer * bytes),
                                     braid_ref_none(), bytes, 0));
     }
-    return n > 1 ? braid_sched_token_recv(s, braid_mod(r - 1, n)) : BRAID_OK;
+    return n > 1 ? braid_sched_token_recv(s, braid_mod(r - 1, n), bytes) : BRAID_OK;
 }
 
 /* Where the block for/from `peer` lies, in bytes: all-to-all blocks are uniform,

@@ -95,14 +95,18 @@ braid_status_t braid_sched_pull(braid_sched_t *s, int peer, braid_ref_t from, br
     return BRAID_OK;
 }
 
-braid_status_t braid_sched_token_send(braid_sched_t *s, int peer)
+braid_status_t braid_sched_token_send(braid_sched_t *s, int peer, size_t call_bytes)
 {
+    if (call_bytes == 0)
+        return BRAID_OK;
     return braid_sched_add(s, -1, peer, braid_ref_none(), braid_ref_none(), BRAID_TOKEN_BYTES,
                            0);
 }
 
-braid_status_t braid_sched_token_recv(braid_sched_t *s, int peer)
+braid_status_t braid_sched_token_recv(braid_sched_t *s, int peer, size_t call_bytes)
 {
+    if (call_bytes == 0)
+        return BRAID_OK;
     braid_sched_stage(s);
     return braid_sched_add(s, peer, -1, braid_ref_none(), braid_ref_none(), BRAID_TOKEN_BYTES,
                            BRAID_STEP_TOKEN);

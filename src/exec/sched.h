@@ -176,10 +176,10 @@ void braid_sched_stage(braid_sched_t *s);
  * on the connection and checked by its next receive (src/exec/exec.c): waiting for it
  * would stop a root from running ahead of the other ranks, which costs back-to-back small
  * broadcasts several times their time. Token and data never share a connection's
- * direction. A token carries BRAID_TOKEN_BYTES of zeros.
+ * direction. A token carries BRAID_TOKEN_BYTES of zeros. A call of no bytes has none.
  */
-braid_status_t braid_sched_token_send(braid_sched_t *s, int peer);
-braid_status_t braid_sched_token_recv(braid_sched_t *s, int peer);
+braid_status_t braid_sched_token_send(braid_sched_t *s, int peer, size_t call_bytes);
+braid_status_t braid_sched_token_recv(braid_sched_t *s, int peer, size_t call_bytes);
 
 static inline braid_ref_t braid_ref(braid_buf_t buf, size_t off)
 {

@@ -23,8 +23,9 @@
  * does not wait for its receiver) and one of the two ranks where both finish their part
  * without waiting for the other (root, reduce-other, scatter-root): a rank looks for the
  * other's root token without waiting for it, after sending its own data, so at least one
- * of them sees the other's message. A correct all-reduce follows a call that succeeded and must fail: the
- * communicator is out of step. Every rank must get an error within 10 s of its call; a rank that detects the mismatch returns ncclInvalidUsage
+ * of them sees the other's message. A correct all-reduce follows a call that succeeded
+ * and must fail: the communicator is out of step. Every rank must get an error within
+ * 10 s of its call; a rank that detects the mismatch returns ncclInvalidUsage
  * and says what both sides called (both values of what differs: "sum" and "max", not op
  * numbers); a rank that only sees the other give up returns ncclRemoteError. At least one
  * rank must detect it, and every rank's error names the other rank.
