@@ -479,14 +479,15 @@ braid_status_t braid_op_progress(braid_op_t *op)
  * Waiting: spin a little, then yield the core, then sleep, so that ranks may outnumber cores
  * without starving the one that holds the data. When they do (`oversub`), spinning only
  * delays that rank, so waiting starts with yielding. When they do not, a yield helps only
- * a peer that shares this core (`near`: the scheduler put both ranks on one CPU); to any
- * other program it hands the core for a whole time slice, milliseconds in which the peer's
- * answer waits (an 8-byte all-reduce beside one busy process took 13 us instead of 1.5).
- * Such a rank keeps spinning until it sleeps.
+ * a peer that shares this core (`near`: the scheduler put both ranks on one CPU), and then
+ * at once: spinning only delays the peer. To any other program a yield hands the core for
+ * a whole time slice, milliseconds in which the peer's answer waits, so a rank whose peer
+ * is elsewhere keeps spinning until it sleeps. (2 ranks beside one busy process: an 8-byte
+ * all-reduce took 13-18 us with both rules off, docs/PERFORMANCE.md.)
  */
 static void backoff(unsigned idle, int oversub, int near)
 {
-    if (idle < (oversub ? 0u : 256u) || (idle < 8192 && !oversub && !near)) {
+    if (idle < (oversub ? 0u : near ? 8u : 256u) || (idle < 8192 && !oversub && !near)) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
@@ -564,7 +565,7 @@ braid_status_t braid_exec_run(braid_op_t **ops, int nops)
                     ops[i]->hooks->drive(ops[i]->hook_ctx);
                     driven = ops[i]->hook_ctx;
                 }
-            if (!oversub && (idle & 63) == 63)
+            if (!oversub && (idle & 63) == 7)
                 near = exec_near(ops, nops);
             backoff(idle++, oversub, near);
         }
