@@ -1,7 +1,7 @@
 /*
  * braidrun: start N ranks of a command on this machine, as torchrun does.
  *
- *     braidrun -n 4 [-k SECONDS] [--] CMD [ARGS...]
+ *     braidrun -n 4 [-k SECONDS] [-b] [--] CMD [ARGS...]
  *
  * Each rank is CMD run with RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE (torchrun's
  * names), NCCL_COMM_ID=127.0.0.1:PORT (where rank 0's ncclCommInitRank starts the
@@ -14,6 +14,10 @@
  * while rank 0, which also sets SO_REUSEADDR, can still listen on it: no window in which
  * another program could take it.
  *
+ * -b binds rank r to the r-th CPU braidrun may run on, as mpirun binds ranks to cores when
+ * they fit: the scheduler then cannot put two ranks on one CPU while another program runs
+ * on the other (docs/PERFORMANCE.md: latency under load).
+ *
  * SIGINT, SIGTERM and SIGHUP are forwarded to every rank (each rank is its own process
  * group, so a terminal's Ctrl-C reaches the ranks once, through braidrun). When a rank
  * fails, the others get -k seconds (default 10, or BRAIDRUN_KILL_AFTER) to finish, then
@@ -23,6 +27,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +51,8 @@ typedef struct br_rank {
 typedef struct br_job {
     int n;
     double grace_s;    /* -k: how long the others may run after a rank fails */
+    int bind;          /* -b: rank r runs on CPU cpus[r] only */
+    int cpus[BR_MAX_RANKS];
     char **cmd;
     br_rank_t *ranks;
     int alive, first_failed, exit_status;
@@ -57,12 +64,13 @@ typedef struct br_job {
 static void br_usage(FILE *out)
 {
     fprintf(out,
-            "usage: braidrun -n N [-k SECONDS] [--] CMD [ARGS...]\n"
+            "usage: braidrun -n N [-k SECONDS] [-b] [--] CMD [ARGS...]\n"
             "  Start N ranks of CMD on this machine, each with RANK, WORLD_SIZE, LOCAL_RANK,\n"
             "  LOCAL_WORLD_SIZE, NCCL_COMM_ID=127.0.0.1:PORT, MASTER_ADDR and MASTER_PORT.\n"
             "  -n N        number of ranks (1 to %d)\n"
             "  -k SECONDS  after a rank fails, wait this long for the others, then stop them\n"
             "              (default 10, or BRAIDRUN_KILL_AFTER)\n"
+            "  -b          bind rank r to the r-th CPU braidrun may run on (N at most that)\n"
             "  -h          this help\n"
             "  SIGINT, SIGTERM and SIGHUP are forwarded to all ranks. Exit status: 0 if all\n"
             "  ranks exit 0, else the first failing rank's status (128+signal if killed).\n",
@@ -85,6 +93,27 @@ static double br_parse_seconds(const char *s)
     return (errno != 0 || end == s || *end != '\0' || !(v >= 0) || v > 1e6) ? -1 : v;
 }
 
+/* -b: the CPUs of braidrun's own affinity mask, one per rank, in order. */
+static int br_bind_cpus(br_job_t *job)
+{
+    cpu_set_t set;
+    int n = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        fprintf(stderr, "braidrun: -b: cannot read the CPUs it may run on: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    for (int cpu = 0; cpu < CPU_SETSIZE && n < job->n; cpu++)
+        if (CPU_ISSET(cpu, &set))
+            job->cpus[n++] = cpu;
+    if (n < job->n) {
+        fprintf(stderr, "braidrun: -b binds one rank per CPU, but %d ranks get %d CPUs\n",
+                job->n, CPU_COUNT(&set));
+        return -1;
+    }
+    return 0;
+}
+
 /* Returns 0, or the exit status (0 after -h, 2 after bad usage). */
 static int br_parse(int argc, char **argv, br_job_t *job, int *exit_p)
 {
@@ -98,7 +127,7 @@ static int br_parse(int argc, char **argv, br_job_t *job, int *exit_p)
         return *exit_p = 2;
     }
     opterr = 0;
-    while ((c = getopt(argc, argv, "+n:k:h")) != -1) {
+    while ((c = getopt(argc, argv, "+n:k:bh")) != -1) {
         switch (c) {
         case 'n':
             errno = 0;
@@ -116,6 +145,9 @@ static int br_parse(int argc, char **argv, br_job_t *job, int *exit_p)
                 goto bad;
             }
             break;
+        case 'b':
+            job->bind = 1;
+            break;
         case 'h':
             br_usage(stdout);
             *exit_p = 0;
@@ -131,6 +163,8 @@ static int br_parse(int argc, char **argv, br_job_t *job, int *exit_p)
         goto bad;
     }
     job->cmd = argv + optind;
+    if (job->bind && br_bind_cpus(job) != 0)
+        goto bad;
     return 0;
 bad:
     br_usage(stderr);
@@ -185,6 +219,14 @@ static void br_child(const br_job_t *job, int rank, pid_t parent, const sigset_t
     if (getppid() != parent)
         _exit(1);
     sigprocmask(SIG_SETMASK, mask, NULL);
+    if (job->bind) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(job->cpus[rank], &set);
+        if (sched_setaffinity(0, sizeof(set), &set) != 0)
+            fprintf(stderr, "braidrun: rank %d: cannot bind to CPU %d: %s\n", rank,
+                    job->cpus[rank], strerror(errno));
+    }
     br_setenv_int("RANK", rank);
     br_setenv_int("WORLD_SIZE", job->n);
     br_setenv_int("LOCAL_RANK", rank);

@@ -53,6 +53,18 @@ if run "braidrun environment" 0 "$BRAIDRUN" -n 3 sh -c \
     if [ "$n" -eq 3 ] && [ "$ids" -eq 1 ]; then pass "braidrun sets RANK, WORLD_SIZE, LOCAL_*, one NCCL_COMM_ID"
     else fail "braidrun environment: $n good lines, $ids distinct NCCL_COMM_ID"; fi
 fi
+# -b: each rank on one CPU of braidrun's own, a different one each; more ranks than CPUs: 2
+ncpu=$(nproc)
+nb=$(( ncpu < 2 ? ncpu : 2 ))
+if run "braidrun -b" 0 "$BRAIDRUN" -n "$nb" -b sh -c \
+    'echo "cpus $RANK $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'; then
+    n=$(grep -Ec '^cpus [0-9]+ [0-9]+$' "$TMP/out")
+    distinct=$(awk '{print $3}' "$TMP/out" | sort -u | wc -l)
+    if [ "$n" -eq "$nb" ] && [ "$distinct" -eq "$nb" ]; then pass "braidrun -b binds each rank to its own CPU"
+    else fail "braidrun -b: $n ranks on one CPU, $distinct distinct CPUs (of $nb ranks)"; fi
+fi
+run "braidrun -b, more ranks than CPUs" 2 "$BRAIDRUN" -n $((ncpu + 1)) -b true &&
+    expect_in "braidrun -b, more ranks than CPUs: says so" "$TMP/err" "binds one rank per CPU"
 
 # A failing rank: its status becomes braidrun's, it is named, the others are stopped. Every
 # other rank starts a child (sleep 300) and records its pid and the child's in $TMP/ranks;
