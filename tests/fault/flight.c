@@ -219,25 +219,35 @@ static int sigusr1_rank(int rank, int n)
     return 0;
 }
 
-static void scenario_sigusr1(void)
+/* Two ranks of fn, logging COLL at INFO to DIR/log.PID (the line a waiting rank writes is
+ * what the test waits for); each must exit 0. */
+static int launch_logged(const char *what, int (*fn)(int, int))
 {
     int status[2];
-    char path[512];
     char log[512];
     snprintf(log, sizeof(log), "%s/log.%%p", dir);
     setenv("NCCL_DEBUG", "INFO", 1);
     setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
     setenv("NCCL_DEBUG_FILE", log, 1);
-    if (ft_launch(2, sigusr1_rank, 50, status) != 0) {
-        ft_fail("sigusr1: cannot start the ranks");
-        return;
-    }
+    int rc = ft_launch(2, fn, 50, status);
     unsetenv("NCCL_DEBUG");
     unsetenv("NCCL_DEBUG_SUBSYS");
     unsetenv("NCCL_DEBUG_FILE");
+    if (rc != 0) {
+        ft_fail("%s: cannot start the ranks", what);
+        return -1;
+    }
     for (int r = 0; r < 2; r++)
         if (!ft_exited(status[r], 0))
-            ft_fail("sigusr1: rank %d ended with status 0x%x", r, status[r]);
+            ft_fail("%s: rank %d ended with status 0x%x", what, r, status[r]);
+    return 0;
+}
+
+static void scenario_sigusr1(void)
+{
+    char path[512];
+    if (launch_logged("sigusr1", sigusr1_rank) != 0)
+        return;
     rank_file(path, sizeof(path), "flight", ft_sh->pid[0]);
     if (access(path, F_OK) == 0)
         ft_fail("sigusr1: rank 0 dumped (%s) though nothing asked it to", path);
@@ -323,22 +333,8 @@ static int abort_rank(int rank, int n)
 
 static void scenario_abort(void)
 {
-    int status[2];
-    char log[512];
-    snprintf(log, sizeof(log), "%s/log.%%p", dir);
-    setenv("NCCL_DEBUG", "INFO", 1);
-    setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
-    setenv("NCCL_DEBUG_FILE", log, 1);
-    if (ft_launch(2, abort_rank, 50, status) != 0) {
-        ft_fail("abort: cannot start the ranks");
+    if (launch_logged("abort", abort_rank) != 0)
         return;
-    }
-    unsetenv("NCCL_DEBUG");
-    unsetenv("NCCL_DEBUG_SUBSYS");
-    unsetenv("NCCL_DEBUG_FILE");
-    for (int r = 0; r < 2; r++)
-        if (!ft_exited(status[r], 0))
-            ft_fail("abort: rank %d ended with status 0x%x", r, status[r]);
     char *text = rank_dump(1);
     if (text != NULL &&
         (LINES(text, "\"type\":\"comm\"", "\"reason\":\"abort\"") != 1 ||
