@@ -216,6 +216,12 @@ typedef struct braid_transport {
      * the executor yields a waiting rank's core only to a peer that shares it. */
     void (*publish_cpu)(void *tp, int cpu);
     int (*peer_cpu)(void *tp, int r);
+    /* The collective this rank started last, as its messages' header says / the one rank r
+     * published (1: *hdr_p is it, 0: not known). A waiting rank compares them with its own
+     * call, so that ranks whose calls differ but send nothing to each other still learn it
+     * (ranks that disagree on a root). NULL where peers are not seen (other hosts). */
+    void (*publish_call)(void *tp, const braid_msg_hdr_t *hdr);
+    int (*peer_call)(void *tp, int r, braid_msg_hdr_t *hdr_p);
 } braid_transport_t;
 
 /* The built-in transports in setup order (transports/transports.c), NULL-terminated. */

@@ -141,5 +141,8 @@ void braid_comm_drive(braid_comm_t *comm);
 /* Publish the CPU this rank waits on; the CPU where rank r last waited (-1: unknown). */
 void braid_comm_publish_cpu(braid_comm_t *comm, int cpu);
 int braid_comm_peer_cpu(braid_comm_t *comm, int r);
+/* Publish the collective this rank starts; the one rank r started last (0: not known). */
+void braid_comm_publish_call(braid_comm_t *comm, const braid_msg_hdr_t *hdr);
+int braid_comm_peer_call(braid_comm_t *comm, int r, braid_msg_hdr_t *hdr_p);
 
 #endif

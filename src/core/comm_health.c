@@ -182,6 +182,17 @@ static braid_status_t check_peers(braid_comm_t *comm, const braid_op_t *op, int 
     return BRAID_OK;
 }
 
+/* Ranks whose calls differ may send each other nothing (they disagree on a root): compare
+ * the call each peer published for this op's number with the op's own. */
+static braid_status_t check_calls(braid_comm_t *comm, const braid_op_t *op)
+{
+    braid_msg_hdr_t h;
+    for (int r = 0; r < comm->nranks; r++)
+        if (r != comm->rank && braid_comm_peer_call(comm, r, &h))
+            BRAID_CHECK(braid_exec_call_differs(op, r, &h));
+    return BRAID_OK;
+}
+
 static braid_status_t comm_check(void *ctx, const braid_op_t *op, int blocked)
 {
     braid_comm_t *comm = ctx;
@@ -201,6 +212,10 @@ static braid_status_t comm_check(void *ctx, const braid_op_t *op, int blocked)
             st = check_peers(comm, op, peer, peer + 1);
     } else {
         st = check_peers(comm, op, 0, comm->nranks);
+        if (st == BRAID_OK && (st = check_calls(comm, op)) < 0) {
+            braid_flight_dump(comm->flight, "mismatch", braid_err_last(), 0);
+            return st;
+        }
     }
     if (st < 0)
         braid_flight_dump(comm->flight, "peer failure", braid_err_last(), 0);

@@ -114,6 +114,22 @@ void braid_comm_publish_cpu(braid_comm_t *comm, int cpu)
             braid_transports[i]->publish_cpu(comm->tp[i], cpu);
 }
 
+void braid_comm_publish_call(braid_comm_t *comm, const braid_msg_hdr_t *hdr)
+{
+    for (int i = 0; braid_transports[i] != NULL; i++)
+        if (comm->tp[i] != NULL && braid_transports[i]->publish_call != NULL)
+            braid_transports[i]->publish_call(comm->tp[i], hdr);
+}
+
+int braid_comm_peer_call(braid_comm_t *comm, int r, braid_msg_hdr_t *hdr_p)
+{
+    for (int i = 0; braid_transports[i] != NULL; i++)
+        if (comm->tp[i] != NULL && braid_transports[i]->peer_call != NULL &&
+            braid_transports[i]->peer_call(comm->tp[i], r, hdr_p))
+            return 1;
+    return 0;
+}
+
 int braid_comm_peer_cpu(braid_comm_t *comm, int r)
 {
     for (int i = 0; braid_transports[i] != NULL; i++)

@@ -198,8 +198,10 @@ braid_status_t braid_ops_run(braid_op_t **ops, int n, int heap, braid_status_t s
         st = braid_op_start(ops[i]);
         if (st == BRAID_OK)
             braid_flight_running(ops[i]);
-        if (st == BRAID_OK && op_is_coll(ops[i]))
+        if (st == BRAID_OK && op_is_coll(ops[i])) {
+            braid_comm_publish_call(ops[i]->hook_ctx, &ops[i]->hdr);
             braid_comm_publish(ops[i]->hook_ctx, ops[i]->hdr.seq, 0);
+        }
     }
     if (st == BRAID_OK)
         st = braid_exec_run(ops, n);

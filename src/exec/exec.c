@@ -308,6 +308,24 @@ static braid_status_t tokens_take(braid_op_t *op, const braid_step_t *st, braid_
     return BRAID_OK;
 }
 
+braid_status_t braid_exec_call_differs(const braid_op_t *op, int peer,
+                                       const braid_msg_hdr_t *theirs)
+{
+    const braid_msg_hdr_t *e = &op->expect;
+    braid_msg_hdr_t same = *theirs;
+    char g[160], x[160];
+    same.algo = e->algo;
+    if (theirs->seq != e->seq || hdr_equal(theirs, e))
+        return BRAID_OK;
+    if (hdr_equal(&same, e))
+        return hdr_mismatch(op, peer, theirs);   /* the algorithms differ: it says so */
+    return braid_err(BRAID_ERR_USAGE,
+                     "mismatched calls: rank %d is in %s while rank %d is in %s%s; every rank "
+                     "must make the same calls in the same order with the same arguments",
+                     peer, hdr_str(theirs, g, sizeof(g)), op->rank, hdr_str(e, x, sizeof(x)),
+                     theirs->root != e->root ? " (the ranks disagree on the root)" : "");
+}
+
 static char *ref_ptr(const braid_op_t *op, braid_ref_t r, size_t off)
 {
     return r.buf == BRAID_BUF_NONE ? NULL : (char *)op->bufs[r.buf] + r.off + off;

@@ -121,6 +121,11 @@ static inline const braid_scalar_t *braid_step_pre(const braid_op_t *op,
  * time. Then braid_sched_init() the schedule. */
 void braid_op_clear(braid_op_t *op);
 
+/* The call a peer published for this op's sequence number (`theirs`) is not this op's:
+ * the mismatch error naming both (BRAID_OK when they agree, or theirs is another call). */
+braid_status_t braid_exec_call_differs(const braid_op_t *op, int peer,
+                                       const braid_msg_hdr_t *theirs);
+
 /* Take this op's turn on each connection it uses (in call order), allocate scratch. */
 braid_status_t braid_op_start(braid_op_t *op);
 /* BRAID_OK once complete, BRAID_INPROGRESS while waiting, or an error. On completion the

@@ -1,6 +1,6 @@
 /*
  * mismatch: ranks that make different calls get a clear error naming both sides, not a
- * hang. Each case runs on a fresh 2-rank job:
+ * hang. Each case runs on a fresh 2-rank job (3 ranks where the name ends in -3):
  *
  *   count    rank 0 all-reduces 1000 floats, rank 1 2000
  *   kind     rank 0 calls ncclAllReduce, rank 1 ncclBroadcast (root 0)
@@ -18,6 +18,10 @@
  *            that differs is rank 1's broadcast, which meets rank 0's second all-reduce
  *   send-less, send-more  rank 0 sends 100 floats to rank 1, which receives 200 from it;
  *            and 200 against 100 (NCCL wants equal counts; braid reports both)
+ *   reduce-next-3, broadcast-next-3  3 ranks, each takes the next rank as the root; and
+ *   broadcast-own-3  each takes itself: ranks may wait for data no rank sends them, and
+ *            only comparing the calls the others published (core/comm_health.c) finds it
+ *            (any rank's call may succeed here; its next call must fail)
  *
  * Every rank's mismatched call must fail, except a sender of a send/recv case (a send
  * does not wait for its receiver) and one of the two ranks where both finish their part
@@ -45,35 +49,41 @@ typedef struct mm_case {
     const char *word0, *word1;   /* each must appear in the detecting rank's text */
     int may_pass;                /* ranks (bit r) whose mismatched call may succeed; -1:
                                   * either rank's, not both (a root token not yet there) */
+    int nranks;                  /* 0: 2 */
 } mm_case_t;
 
 static const mm_case_t cases[] = {
-    { "count", "count 1000", "count 2000", 0 },
-    { "kind", "AllReduce", "Broadcast", 0 },
-    { "dtype", "float", "int32", 0 },
-    { "op", "sum", "max", 0 },
-    { "root", "root 0", "root 1", -1 },
-    { "root-other", "root 0", "root 1", 0 },
-    { "reduce-root", "root 0", "root 1", 0 },
-    { "reduce-other", "root 0", "root 1", -1 },
-    { "gather-root", "root 0", "root 1", 0 },
-    { "scatter-root", "root 0", "root 1", -1 },
-    { "group-order", "AllReduce", "Broadcast", 0 },
-    { "group-count", "AllReduce", "Broadcast", 0 },
-    { "send-less", "count 100,", "count 200,", 1 },
-    { "send-more", "count 200,", "count 100,", 1 },
+    { "count", "count 1000", "count 2000", 0, 0 },
+    { "kind", "AllReduce", "Broadcast", 0, 0 },
+    { "dtype", "float", "int32", 0, 0 },
+    { "op", "sum", "max", 0, 0 },
+    { "root", "root 0", "root 1", -1, 0 },
+    { "root-other", "root 0", "root 1", 0, 0 },
+    { "reduce-root", "root 0", "root 1", 0, 0 },
+    { "reduce-other", "root 0", "root 1", -1, 0 },
+    { "gather-root", "root 0", "root 1", 0, 0 },
+    { "scatter-root", "root 0", "root 1", -1, 0 },
+    { "group-order", "AllReduce", "Broadcast", 0, 0 },
+    { "group-count", "AllReduce", "Broadcast", 0, 0 },
+    { "send-less", "count 100,", "count 200,", 1, 0 },
+    { "send-more", "count 200,", "count 100,", 1, 0 },
+    { "reduce-next-3", "mismatched calls", "root", 7, 3 },
+    { "broadcast-own-3", "mismatched calls", "root", 7, 3 },
+    { "broadcast-next-3", "mismatched calls", "root", 7, 3 },
 };
 
 /* The correct all-reduce after the mismatched call, on a rank whose call succeeded. */
+#define MM_MAXN 3
+
 typedef struct mm_next {
-    int ran[2];
-    int result[2];
-    double elapsed[2];
-    char text[2][FT_TEXT];
+    int ran[MM_MAXN];
+    int result[MM_MAXN];
+    double elapsed[MM_MAXN];
+    char text[MM_MAXN][FT_TEXT];
 } mm_next_t;
 
 static mm_next_t *next;
-static int which;
+static int which, nranks;
 
 /* A group of two calls; `swap`: in the other order. */
 static ncclResult_t mm_group(int swap, ncclComm_t comm, void *s, void *d)
@@ -127,7 +137,10 @@ static ncclResult_t mm_call(int rank, ncclComm_t comm, void *s, void *d)
     case 10: return mm_group(rank, comm, s, d);
     case 11: return mm_group_count(rank, comm, s, d);
     case 12: return mm_p2p(rank, comm, s, d, 100, 200);
-    default: return mm_p2p(rank, comm, s, d, 200, 100);
+    case 13: return mm_p2p(rank, comm, s, d, 200, 100);
+    case 14: return ncclReduce(s, d, 1000, ncclFloat32, ncclSum, (rank + 1) % 3, comm, NULL);
+    case 15: return ncclBroadcast(s, d, 1000, ncclFloat32, rank, comm, NULL);
+    default: return ncclBroadcast(s, d, 1000, ncclFloat32, (rank + 1) % 3, comm, NULL);
     }
 }
 
@@ -146,8 +159,9 @@ static int rank_main(int rank, int n)
         next->ran[rank] = 1;
     }
     ft_sh->flag[rank] = 1;
-    while (ft_sh->flag[1 - rank] == 0)   /* abort only once both have their error */
-        ft_sleep(0.005);
+    for (int r = 0; r < n; r++)   /* abort only once every rank has its error */
+        while (ft_sh->flag[r] == 0)
+            ft_sleep(0.005);
     ncclCommAbort(comm);
     free(s);
     free(d);
@@ -168,12 +182,19 @@ static void check_case(const mm_case_t *c, const int *status)
     int detected = 0;
     if (c->may_pass < 0 && next->ran[0] && next->ran[1])
         ft_fail("%s: the mismatched call succeeded on both ranks", c->name);
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < nranks; r++) {
         double took;
         const char *t;
-        char other[16];
+        char other[16] = "another rank";
         int res = first_error(r, &took, &t);
-        snprintf(other, sizeof(other), "rank %d", 1 - r);
+        for (int o = 0; o < nranks; o++) {   /* the first other rank it names */
+            char name[16];
+            snprintf(name, sizeof(name), "rank %d", o);
+            if (o != r && strstr(t, name) != NULL) {
+                snprintf(other, sizeof(other), "%s", name);
+                break;
+            }
+        }
         if (!ft_exited(status[r], 0)) {
             ft_fail("%s: rank %d ended with status 0x%x", c->name, r, status[r]);
             continue;
@@ -204,7 +225,7 @@ static void check_case(const mm_case_t *c, const int *status)
 
 int main(void)
 {
-    int status[2], ncases = 0;
+    int status[MM_MAXN], ncases = 0;
     ft_name = "mismatch";
     setvbuf(stdout, NULL, _IOLBF, 0);
     next = mmap(NULL, sizeof(*next), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
@@ -213,7 +234,8 @@ int main(void)
         return 99;
     for (which = 0; which < (int)(sizeof(cases) / sizeof(cases[0])); which++) {
         memset(next, 0, sizeof(*next));
-        if (ft_launch(2, rank_main, 25, status) != 0)
+        nranks = cases[which].nranks ? cases[which].nranks : 2;
+        if (ft_launch(nranks, rank_main, 25, status) != 0)
             return 99;
         check_case(&cases[which], status);
         ft_shm_leftovers(ft_sh->pid[0], 1);

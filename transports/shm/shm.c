@@ -47,6 +47,8 @@ typedef struct shm_ctrl {
     uint64_t proc_key;              /* braid_cma_proc_key() of its owner */
     _Alignas(64) _Atomic int32_t cpu;   /* where it last waited (its own line: written
                                          * while waiting, read by waiting peers) */
+    _Alignas(64) _Atomic uint32_t call_ver; /* `call`'s version: odd while it is written */
+    braid_msg_hdr_t call;                   /* the collective it started last */
 } shm_ctrl_t;
 
 #define SHM_CTRL_MAGIC 0x62726169647368ull /* "braidsh" */
@@ -676,6 +678,34 @@ static void shm_publish_cpu(void *tp, int cpu)
         atomic_store_explicit(&mine->cpu, cpu, memory_order_relaxed);
 }
 
+/* A seqlock: the owner bumps call_ver to odd, writes, bumps it to even; a reader takes a
+ * copy only between two equal even readings. */
+static void shm_publish_call(void *tp, const braid_msg_hdr_t *hdr)
+{
+    braid_shm_t *shm = tp;
+    shm_ctrl_t *mine = shm_ctrl(shm, shm->ctx->rank);
+    if (mine == NULL)
+        return;
+    uint32_t v = atomic_load_explicit(&mine->call_ver, memory_order_relaxed);
+    atomic_store_explicit(&mine->call_ver, v + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    mine->call = *hdr;
+    atomic_store_explicit(&mine->call_ver, v + 2, memory_order_release);
+}
+
+static int shm_peer_call(void *tp, int r, braid_msg_hdr_t *hdr_p)
+{
+    shm_ctrl_t *ctrl = shm_ctrl(tp, r);
+    if (ctrl == NULL)
+        return 0;
+    uint32_t v = atomic_load_explicit(&ctrl->call_ver, memory_order_acquire);
+    if (v == 0 || (v & 1))
+        return 0;
+    *hdr_p = ctrl->call;
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&ctrl->call_ver, memory_order_relaxed) == v;
+}
+
 static int shm_peer_cpu(void *tp, int r)
 {
     shm_ctrl_t *ctrl = shm_ctrl(tp, r);
@@ -700,4 +730,6 @@ const braid_transport_t braid_transport_shm = {
     .drive = NULL,          /* a commit is delivery */
     .publish_cpu = shm_publish_cpu,
     .peer_cpu = shm_peer_cpu,
+    .publish_call = shm_publish_call,
+    .peer_call = shm_peer_call,
 };
