@@ -222,13 +222,8 @@ static const char *hdr_str(const braid_msg_hdr_t *h, char *buf, size_t len)
     return buf;
 }
 
-/*
- * A message that carries another call than this op's. A mismatch is the caller's misuse
- * (ncclInvalidUsage on the rank that sees it; the others see this rank fail). A message of
- * an earlier collective that this rank also made but did not receive in it (a broadcast
- * whose ranks disagree on the root: each sends, none receives) is told against this rank's
- * own call of that number.
- */
+/* A message of call `got` arrived after this rank finished its own call `mine` of that
+ * number without it. */
 static braid_status_t hdr_mismatch_past(const braid_op_t *op, int peer,
                                         const braid_msg_hdr_t *got, const braid_msg_hdr_t *mine)
 {
@@ -241,6 +236,13 @@ static braid_status_t hdr_mismatch_past(const braid_op_t *op, int peer,
                      mine->root != got->root ? ": the ranks disagree on the root" : "");
 }
 
+/*
+ * A message that carries another call than this op's. A mismatch is the caller's misuse
+ * (ncclInvalidUsage on the rank that sees it; the others see this rank fail). A message of
+ * an earlier collective that this rank also made but did not receive in it (a broadcast
+ * whose ranks disagree on the root: each sends, none receives) is told against this rank's
+ * own call of that number.
+ */
 static braid_status_t hdr_mismatch(const braid_op_t *op, int peer, const braid_msg_hdr_t *got)
 {
     const braid_msg_hdr_t *e = &op->expect;
