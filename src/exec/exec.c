@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "exec/exec.h"
+#include "base/tsan.h"
 #include "exec/exec_pull.h"
 #include "exec/exec_view.h"
 #include "base/log.h"
@@ -291,7 +292,7 @@ static braid_status_t tokens_take(braid_op_t *op, const braid_step_t *st, braid_
 {
     int token = (st->flags & BRAID_STEP_TOKEN) != 0;
     if (token) {
-        atomic_thread_fence(memory_order_seq_cst);
+        braid_fence_seq_cst();
         rc->tokens_owed++;              /* this step's own, the last to take */
     }
     while (rc->tokens_owed > 0) {

@@ -185,10 +185,10 @@ static void check_case(const mm_case_t *c, const int *status)
     for (int r = 0; r < nranks; r++) {
         double took;
         const char *t;
-        char other[16] = "another rank";
+        char other[24] = "another rank";
         int res = first_error(r, &took, &t);
         for (int o = 0; o < nranks; o++) {   /* the first other rank it names */
-            char name[16];
+            char name[24];
             snprintf(name, sizeof(name), "rank %d", o);
             if (o != r && strstr(t, name) != NULL) {
                 snprintf(other, sizeof(other), "%s", name);
