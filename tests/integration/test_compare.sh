@@ -28,7 +28,11 @@ for t in braidrun all_reduce_perf; do
         { echo "test_compare.sh: no $t in $BUILD_DIR (make builds it)" >&2; exit 99; }
 done
 
-T="timeout 50"   # each run of the bench stays under 50 s (the whole test about 30 s)
+# each run of the bench stays under 50 s (the whole test about 30 s); in the sanitizer build
+# (BRAID_TEST_QUICK=1) a run of 12 launches took 75 s on a quiet 2-core VM (issue 21's
+# note: cause not found yet), so the hang guard is 150 s there
+T="timeout 50"
+[ "${BRAID_TEST_QUICK:-0}" = 1 ] && T="timeout 150"
 . "$SRC_DIR/tests/integration/checks.sh"
 
 # bench NAME WANT_STATUS ARGS...: run braid-compare ARGS
