@@ -85,7 +85,9 @@ static void op_header(braid_comm_t *comm, const braid_call_t *call, const braid_
         h->seq = ++comm->coll_seq;
         comm->coll_hist[h->seq % BRAID_HDR_HISTORY] = *h;
     }
-    op->history = comm->coll_hist;   /* also for send/recv: a root token they find owed */
+    /* also for send/recv: a root token they find owed. Not for an op the proxy runs: the
+     * calling thread writes coll_hist meanwhile (ThreadSanitizer, test_plan.sh) */
+    op->history = call->on_device ? NULL : comm->coll_hist;
     op->p2p_peer = call->root;
     op->expect = *h;
     if (call->kind == BRAID_COLL_RECV)
@@ -286,6 +288,7 @@ braid_status_t braid_enqueue_post(braid_comm_t *comm, const braid_call_t *call,
 {
     braid_op_t *op;
     BRAID_CHECK(op_new(comm, call, NULL, 1, &op));
+    op->history = NULL;     /* run by the proxy: see op_header */
     return braid_proxy_post(comm, call->on_device ? call->ordinal : -1, &op, 1, done, arg);
 }
 
