@@ -101,9 +101,15 @@ wait_job() {
 }
 
 show_logs() {
+    local h pids
     for f in "$TMP"/r*.log; do
         echo "--- ${f##*/}:"
         tail -n 8 "$f"
+    done
+    # where each host's processes are (a rank that logged nothing: not started, or stuck)
+    for ((h = 0; h < 4; h++)); do
+        pids=$(ip netns pids "$tag-h$h" 2>/dev/null | tr '\n' ',')
+        [ -n "$pids" ] && { echo "--- host $h:"; ps -o pid,stat,wchan:24,etime,args -p "${pids%,}"; }
     done
 }
 
