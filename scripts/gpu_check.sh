@@ -47,7 +47,8 @@ step() {   # name, seconds, command...: runs it with a time limit, its output in
         echo "ok    $name ($((SECONDS - t0)) s)"
     else
         fail=$((fail + 1))
-        echo "FAIL  $name (exit $rc$([ $rc = 124 ] && echo ": over $limit s"), $((SECONDS - t0)) s): $*"
+        [ $rc = 124 ] && rc="$rc: over $limit s"
+        echo "FAIL  $name (exit $rc, $((SECONDS - t0)) s): $*"
         tail -n 15 "$out/$name.log" | sed 's/^/      /'
     fi
 }
@@ -87,7 +88,8 @@ for n in 2 4; do
 done
 step mlp_demo_ddp 60 "$run" -n 4 "$build/mlp_demo" --device --wire bf16
 step mlp_demo_fsdp 60 "$run" -n 4 "$build/mlp_demo" --device --pattern fsdp --wire bf16
-step soak $((${GPU_SOAK_SECONDS:-30} + 60)) "$build/tests/integration/soak" -s "${GPU_SOAK_SECONDS:-30}" -d
+soak_s=${GPU_SOAK_SECONDS:-30}
+step soak $((soak_s + 60)) "$build/tests/integration/soak" -s "$soak_s" -d
 perf 2 all_gather
 perf 2 reduce_scatter
 perf 4 all_reduce
@@ -96,6 +98,10 @@ if [ -x "${BRAID_NV_CLIENT:-}" ]; then
     step nv_device_client 60 env LD_LIBRARY_PATH="$build/.libs/braid:${LD_LIBRARY_PATH:-}" \
         "$BRAID_NV_CLIENT"
 fi
-if [ $has_torch = 1 ]; then torch_nccl 4; else echo "skip  torch_nccl: python3 has no torch with CUDA"; fi
+if [ $has_torch = 1 ]; then
+    torch_nccl 4
+else
+    echo "skip  torch_nccl: python3 has no torch with CUDA"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -6,11 +6,14 @@
 scripts/gpu_check.sh runs it. PyTorch's pip wheels find their own NCCL through an RPATH,
 which LD_LIBRARY_PATH does not override: LD_PRELOAD puts braid first. Ranks share the GPUs
 round-robin (braid, unlike NCCL, lets ranks share one). Every rank checks that the NCCL
-calls resolve to braid (libbraid.so.0), not to another NCCL; then each collective of torch.distributed on several sizes and types with
-values whose results are exact, a batched send/receive ring, a DDP step whose gradients
-must equal the mean of every rank's gradients computed alone, and times a 256 MiB float
-all-reduce. Prints "torch_nccl: rank R of N: P passed, F failed" and exits 1 on a failure.
+calls resolve to braid (libbraid.so.0), not to another NCCL; then each collective of
+torch.distributed on several sizes and types with values whose results are exact (avg:
+for N a power of two), a batched send/receive ring, a DDP step whose gradients must equal
+the mean of every rank's gradients computed alone, and (unless TORCH_NCCL_BENCH=0) times a
+256 MiB float all-reduce. Prints "torch_nccl: rank R of N: P passed, F failed" and exits 1
+on a failure.
 """
+import copy
 import ctypes
 import os
 import sys
@@ -94,7 +97,8 @@ def collectives(rank, world, dev):
         same(f"all_gather_into_tensor n={n}", out, torch.arange(world * n, dtype=torch.float32))
         parts = [torch.empty(n, device=dev) for _ in range(world)]
         dist.all_gather(parts, mine)
-        same(f"all_gather (list) n={n}", torch.cat(parts), torch.arange(world * n, dtype=torch.float32))
+        same(f"all_gather (list) n={n}", torch.cat(parts),
+             torch.arange(world * n, dtype=torch.float32))
         full = torch.arange(world * n, dtype=torch.float32, device=dev) * (rank + 1)
         shard = torch.empty(n, device=dev)
         dist.reduce_scatter_tensor(shard, full)
@@ -123,7 +127,7 @@ def ddp_step(rank, world, dev):
     torch.manual_seed(1)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
                                 torch.nn.Linear(256, 8)).to(dev)
-    ref = [p.detach().clone() for p in model.parameters()]
+    plain = copy.deepcopy(model)    # the same weights, without DDP
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index],
                                                     bucket_cap_mb=1)
     def batch(r):
@@ -131,12 +135,7 @@ def ddp_step(rank, world, dev):
         return torch.randn(32, 64, generator=g).to(dev), torch.randn(32, 8, generator=g).to(dev)
     x, y = batch(rank)
     torch.nn.functional.mse_loss(ddp(x), y).backward()
-    # the same gradients without DDP: every rank's batch through a plain copy, then the mean
-    plain = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
-                                torch.nn.Linear(256, 8)).to(dev)
-    with torch.no_grad():
-        for p, r in zip(plain.parameters(), ref):
-            p.copy_(r)
+    # the same gradients without DDP: every rank's batch through the copy, then the mean
     for r in range(world):
         x, y = batch(r)
         torch.nn.functional.mse_loss(plain(x), y).backward()
