@@ -7,8 +7,9 @@
  *     0 -- root -- 3
  *
  * Gather and scatter (the root exchanges one block with every rank), all-to-all and
- * all-to-allv (pairwise exchange), and point-to-point send and recv. The steps of a
- * schedule form one stage (in-place all-to-all adds a first one), so the executor
+ * all-to-allv (pairwise exchange; in place, all-to-all swaps blocks pairwise), and
+ * point-to-point send and recv. The steps of a schedule form one stage (in-place
+ * all-to-allv adds a first one), so the executor
  * interleaves them slice by slice: the root of a gather drains every peer's FIFO in turn
  * instead of one peer at a time.
  *
@@ -104,8 +105,9 @@ static void a2a_block(const braid_coll_t *coll, int peer, a2a_block_t *b)
     }
 }
 
-/* In place the receives overwrite blocks not sent yet: stage 1 copies the send side to
- * scratch, stage 2 sends from there. Returns the buffer the exchange reads from. */
+/* In place the receives overwrite blocks not sent yet (all-to-allv: the blocks differ in
+ * size and place): stage 1 copies the send side to scratch, stage 2 sends from there.
+ * Returns the buffer the exchange reads from. */
 static braid_status_t a2a_in_place_stage(const braid_coll_t *coll, braid_sched_t *s,
                                          braid_buf_t *from_p)
 {
@@ -128,6 +130,35 @@ static braid_status_t a2a_in_place_stage(const braid_coll_t *coll, braid_sched_t
 }
 
 /*
+ * In-place all-to-all of equal blocks, by swaps: in round k rank r and rank p = (k - r)
+ * mod n (whose partner in that round is r again) each send the other its block for it and
+ * receive the other's into the same place. The send is the earlier step, so each slice
+ * leaves before the received slice overwrites it (a stage runs its steps in order, slice
+ * by slice): no scratch. A rank that is its own partner keeps its block where it is.
+ *
+ *   n = 3:   k = 0: 1 <-> 2      k = 1: 0 <-> 1      k = 2: 0 <-> 2
+ *
+ * Deadlock freedom: as below, every wait is on a position that comes earlier, the swap's
+ * receive on the partner's send of the same round and slice.
+ */
+static braid_status_t direct_alltoall_swap_build(const braid_coll_t *coll, braid_sched_t *s)
+{
+    int n = coll->nranks, r = coll->rank;
+    size_t bytes = coll->count * braid_dtype_size(coll->dtype);
+    for (int k = 0; k < n; k++) {
+        int p = braid_mod(k - r, n);
+        size_t off = (size_t)p * bytes;
+        if (p == r)
+            continue;
+        BRAID_CHECK(braid_sched_add(s, -1, p, braid_ref(BRAID_BUF_SEND, off), braid_ref_none(),
+                                    bytes, 0));
+        BRAID_CHECK(braid_sched_add(s, p, -1, braid_ref_none(), braid_ref(BRAID_BUF_RECV, off),
+                                    bytes, 0));
+    }
+    return BRAID_OK;
+}
+
+/*
  * All-to-all(v), pairwise: the local block is a copy, then for k = 1 .. n-1 rank r sends
  * its block for r+k and receives the block from r-k (two steps each):
  *
@@ -141,6 +172,8 @@ static braid_status_t direct_alltoall_build(const braid_coll_t *coll, braid_sche
     braid_buf_t from;
     a2a_block_t b;
 
+    if (coll->in_place && coll->kind == BRAID_COLL_ALLTOALL)
+        return direct_alltoall_swap_build(coll, s);
     BRAID_CHECK(a2a_in_place_stage(coll, s, &from));
     a2a_block(coll, r, &b);
     if (!coll->in_place || b.soff != b.roff)          /* in place it may be there already */
