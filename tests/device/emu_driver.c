@@ -6,9 +6,9 @@
  * Checks: init, devices, attributes, contexts (none current -> INVALID_CONTEXT, in another
  * thread too); fresh allocations hold the garbage pattern; with BRAID_EMU_DELAY_US set,
  * an async memset then an async copy on one stream are ordered, and cuStreamQuery says
- * NOT_READY, then SUCCESS; two streams ordered by an event and by WaitValue32 and
- * WriteValue32 on pinned memory, and a wait released by the host; a stream destroyed with
- * work queued still does it; pointer attributes of device, pinned and malloc memory; IPC
+ * NOT_READY (they wait behind a gate the host opens), then SUCCESS; two streams ordered
+ * by an event and by WaitValue32 and WriteValue32 on pinned memory, and a wait released
+ * by the host; a stream destroyed with work queued still does it; pointer attributes of device, pinned and malloc memory; IPC
  * to a second process (this program again) that writes into our buffer; a child forked
  * after cuInit gets NOT_INITIALIZED; cuGetProcAddress_v2 gives the exported functions;
  * images: only the magic one loads, and braid_k_copy copies when the kernels are linked
@@ -109,6 +109,21 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/*
+ * A gate: s waits for a pinned word until the host opens it, so what is queued behind it
+ * is certainly not done before gate_open, however busy the machine.
+ */
+static void gate_close(CUstream s, uint32_t *word)
+{
+    __atomic_store_n(word, 0, __ATOMIC_RELEASE);
+    CU(cuStreamWaitValue32(s, (CUdeviceptr)(uintptr_t)word, 1, CU_STREAM_WAIT_VALUE_GEQ));
+}
+
+static void gate_open(uint32_t *word)
+{
+    __atomic_store_n(word, 1, __ATOMIC_RELEASE);   /* as another process would */
+}
+
 /* ---- init, devices, contexts ------------------------------------------------------------- */
 
 static void *no_ctx_thread(void *arg)
@@ -174,17 +189,19 @@ static void check_alloc_pattern(void)
     CU(cuMemFree(d));
 }
 
-/* memset then copy to pinned memory, queued; the copy must see the memset. */
-static void check_stream_order(unsigned char *pinned)
+/* memset then copy to pinned memory, queued behind a gate; the copy must see the memset. */
+static void check_stream_order(unsigned char *pinned, uint32_t *gate)
 {
     CUstream s;
     CUdeviceptr d;
     if (!CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) || !CU(cuMemAlloc(&d, NBYTES)))
         return;
     memset(pinned, 0, NBYTES);
+    gate_close(s, gate);
     CU(cuMemsetD8Async(d, 0x3c, NBYTES, s));
     CU(cuMemcpyDtoHAsync(pinned, d, NBYTES, s));
     CU_ERR(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    gate_open(gate);
     CU(cuStreamSynchronize(s));
     CU_ERR(cuStreamQuery(s), CUDA_SUCCESS);
     check(all_bytes(pinned, NBYTES, 0x3c), "async copy after async memset sees the memset");
@@ -196,10 +213,10 @@ static void check_stream_order(unsigned char *pinned)
 }
 
 /*
- * a: three memsets, the last one 0x77, then record; b: wait for the event, copy. Without
- * the wait, b's copy (2 delays in) would run before a's last memset (3 delays in).
+ * a: three memsets, the last one 0x77, then record, all behind a gate; b: wait for the
+ * event, copy. Without the wait, b's copy (2 delays in) would run before a's last memset.
  */
-static void check_event_order(unsigned char *pinned)
+static void check_event_order(unsigned char *pinned, uint32_t *gate)
 {
     CUstream a, b;
     CUevent ev, start;
@@ -209,6 +226,7 @@ static void check_event_order(unsigned char *pinned)
         !CU(cuEventCreate(&ev, 0)) || !CU(cuEventCreate(&start, 0)) ||
         !CU(cuMemAlloc(&d, NBYTES)))
         return;
+    gate_close(a, gate);
     CU(cuEventRecord(start, a));
     CU(cuMemsetD8Async(d, 0x11, NBYTES, a));
     CU(cuMemsetD8Async(d, 0x22, NBYTES, a));
@@ -217,6 +235,7 @@ static void check_event_order(unsigned char *pinned)
     CU(cuStreamWaitEvent(b, ev, 0));
     CU(cuMemcpyDtoHAsync(pinned, d, NBYTES, b));
     CU_ERR(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
+    gate_open(gate);
     CU(cuStreamSynchronize(b));
     check(all_bytes(pinned, NBYTES, 0x77), "a stream waiting on an event sees the other's work");
     CU(cuEventSynchronize(ev));
@@ -495,9 +514,10 @@ int main(int argc, char **argv)
         return 1;
     }
     check_alloc_pattern();
-    check_stream_order(pinned);
-    check_event_order(pinned);
-    check_wait_value(pinned, (uint32_t *)(pinned + NBYTES));
+    uint32_t *words = (uint32_t *)(pinned + NBYTES);    /* [0], [1]: flags; [2]: a gate */
+    check_stream_order(pinned, &words[2]);
+    check_event_order(pinned, &words[2]);
+    check_wait_value(pinned, words);
     check_destroy_busy(pinned);
     check_attributes(pinned);
     check_ipc(argv[0]);
