@@ -29,100 +29,19 @@ int main(void)
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kernels/gpu/kargs.h"
+#include "tests/device/emu_test.h"
 
 #define DELAY_US 2000           /* what each stream operation waits first */
 #define STR(x) #x
 #define XSTR(x) STR(x)
-#define NBYTES 4096
-
-static int checks, failures;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s: ", ok ? "ok" : "FAIL");
-    vprintf(fmt, ap);
-    putchar('\n');
-    va_end(ap);
-    checks++;
-    failures += !ok;
-}
-
-static const char *err_name(CUresult r)
-{
-    const char *s = NULL;
-    return cuGetErrorName(r, &s) == CUDA_SUCCESS ? s : "(unknown code)";
-}
-
-/* A call that must succeed: a FAIL line with the error if it does not. */
-#define CU(call) cu_ok((call), #call)
-static int cu_ok(CUresult r, const char *what)
-{
-    if (r != CUDA_SUCCESS)
-        check(0, "%s returned %s", what, err_name(r));
-    return r == CUDA_SUCCESS;
-}
-
-/* call, then check cond, which may read what it wrote (and so may the message). */
-#define CHECK_AFTER(call, cond, ...) \
-    do { \
-        CUresult r_ = (call); \
-        check(r_ == CUDA_SUCCESS && (cond), __VA_ARGS__); \
-    } while (0)
-
-/* A call that must fail with want. */
-#define CU_ERR(call, want) check((call) == (want), "%s gives %s", #call, #want)
-
-static int all_bytes(const unsigned char *p, size_t n, unsigned char v)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != v)
-            return 0;
-    return 1;
-}
-
-static void on_alarm(int sig)
-{
-    static const char msg[] = "FAIL: emu_driver: timed out (a wait that never ends?)\n";
-    (void)sig;
-    if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
-        _exit(1);
-    _exit(1);
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-    nanosleep(&ts, NULL);
-}
-
-/*
- * A gate: s waits for a pinned word until the host opens it, so what is queued behind it
- * is certainly not done before gate_open, however busy the machine.
- */
-static void gate_close(CUstream s, uint32_t *word)
-{
-    __atomic_store_n(word, 0, __ATOMIC_RELEASE);
-    CU(cuStreamWaitValue32(s, (CUdeviceptr)(uintptr_t)word, 1, CU_STREAM_WAIT_VALUE_GEQ));
-}
-
-static void gate_open(uint32_t *word)
-{
-    __atomic_store_n(word, 1, __ATOMIC_RELEASE);   /* as another process would */
-}
 
 /* ---- init, devices, contexts ------------------------------------------------------------- */
 
@@ -445,18 +364,16 @@ static void check_proc_address(void)
                 "an unknown name: success, NULL and SYMBOL_NOT_FOUND");
 }
 
-static void launch_copy(CUfunction f)
+static void check_launch_copy(CUfunction f)
 {
     CUdeviceptr src, dst;
     unsigned char out[NBYTES];
     if (!CU(cuMemAlloc(&src, NBYTES)) || !CU(cuMemAlloc(&dst, NBYTES)))
         return;
     CU(cuMemsetD8(src, 0x9b, NBYTES));
+    CU(launch_copy(f, NULL, dst, src, NBYTES));
     braid_kargs_t args = { .count = NBYTES };
-    args.in[0] = (const void *)(uintptr_t)src;
-    args.out[0] = (void *)(uintptr_t)dst;
     void *params[] = { &args };
-    CU(cuLaunchKernel(f, 2, 1, 1, 64, 1, 1, 0, NULL, params, NULL));
     CU_ERR(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, params),
            CUDA_ERROR_NOT_SUPPORTED);
     CU(cuMemcpyDtoH(out, dst, NBYTES));
@@ -484,7 +401,7 @@ static void check_modules(void)
         printf("skip: %s is not in the emulator (the kernels' host build is not linked in)\n",
                BRAID_KERNEL_COPY);
     else if (CU(r))
-        launch_copy(f);
+        check_launch_copy(f);
     CU(cuModuleUnload(m));
 }
 
@@ -504,8 +421,7 @@ int main(int argc, char **argv)
     unsigned char *pinned;
     if (argc == 3 && strcmp(argv[1], "--ipc-child") == 0)
         return ipc_child(argv[2]);
-    signal(SIGALRM, on_alarm);  /* a hang is a failure, not a stuck CI job */
-    alarm(120);
+    exit_on_alarm(120);
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("BRAID_EMU_DELAY_US", XSTR(DELAY_US), 1);
     setenv("BRAID_EMU_DEVICES", "2", 1);

@@ -1,0 +1,73 @@
+/*
+ * What the parts of the emulated driver's test (emu_driver.c, emu_strict.c) share: checks
+ * that print a line each and are counted, gates that hold a stream back until the host
+ * opens them, waits that give up after WAIT_MS, and this program run again as a second
+ * process, its stderr in a file the test reads (the emulator's messages go there).
+ */
+#ifndef BRAID_TESTS_DEVICE_EMU_TEST_H
+#define BRAID_TESTS_DEVICE_EMU_TEST_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define NBYTES 4096
+#define WAIT_MS 30000           /* how long a wait for what must happen may take */
+
+extern int checks, failures;
+
+void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *err_name(CUresult r);
+
+/* A call that must succeed: a FAIL line with the error if it does not. */
+#define CU(call) cu_ok((call), #call)
+int cu_ok(CUresult r, const char *what);
+
+/* call, then check cond, which may read what it wrote (and so may the message). */
+#define CHECK_AFTER(call, cond, ...) \
+    do { \
+        CUresult r_ = (call); \
+        check(r_ == CUDA_SUCCESS && (cond), __VA_ARGS__); \
+    } while (0)
+
+/* A call that must fail with want. */
+#define CU_ERR(call, want) check((call) == (want), "%s gives %s", #call, #want)
+
+int all_bytes(const unsigned char *p, size_t n, unsigned char v);
+void sleep_ms(int ms);
+/* A hang is a failure, not a stuck CI job: every process of the test sets this alarm. */
+void exit_on_alarm(unsigned int seconds);
+
+/*
+ * A gate: s waits for a pinned word until the host opens it, so what is queued behind it
+ * is certainly not done before gate_open, however busy the machine.
+ */
+void gate_close(CUstream s, uint32_t *word);
+void gate_open(uint32_t *word);
+
+/* Wait up to ms for *flag (atomic) to be set; is it? */
+int wait_flag(const int *flag, int ms);
+/* Wait up to ms for cuStreamQuery(s) to say SUCCESS; does it? */
+int wait_stream_done(CUstream s, int ms);
+/* Wait up to WAIT_MS for the file at path to contain text, or for *stop (atomic, when not
+ * NULL) to be set first; does it contain text? */
+int wait_for_text(const char *path, const char *text, const int *stop);
+
+/*
+ * This program again (argv0, not /proc/self/exe: under valgrind that is valgrind), as
+ * argv0 mode arg, stderr to errfile, with the NAME=VALUE strings of env (NULL-ended)
+ * added to its environment. Its pid.
+ */
+pid_t spawn_self(const char *argv0, const char *mode, const char *arg, const char *errfile,
+                 char *const *env);
+/* Wait for a child, print its stderr file (indented), and give its exit status: -1 when
+ * it did not exit (a signal ended it). */
+int wait_child(pid_t pid, const char *errfile);
+
+/* braid_k_copy from the emulator's image: 0, saying so, where the kernels are not linked in. */
+int load_copy_kernel(CUmodule *m_p, CUfunction *f_p);
+/* Launch f (braid_k_copy) on s: n bytes from src to dst. */
+CUresult launch_copy(CUfunction f, CUstream s, CUdeviceptr dst, CUdeviceptr src, size_t n);
+
+#endif
