@@ -12,7 +12,8 @@
  * to a second process (this program again) that writes into our buffer; a child forked
  * after cuInit gets NOT_INITIALIZED; cuGetProcAddress_v2 gives the exported functions;
  * images: only the magic one loads, and braid_k_copy copies when the kernels are linked
- * in (skipped, saying why, when not).
+ * in (skipped, saying why, when not); BRAID_EMU_STALL_LAUNCH=2 in a second process: its
+ * launch 2 never ends, launch 3 on another stream does, and the process exits normally.
  * Prints a line per check; exits 1 on any failure, 77 where there is no cuda.h to build
  * against. Sizes are small: it runs on 2-core CI machines.
  */
@@ -405,6 +406,64 @@ static void check_modules(void)
     CU(cuModuleUnload(m));
 }
 
+/* ---- BRAID_EMU_STALL_LAUNCH ------------------------------------------------------------- */
+
+#define STALL_LINE "braid-emu: BRAID_EMU_STALL_LAUNCH=2: launch 2 (braid_k_copy) never ends\n"
+
+/*
+ * The second process, with BRAID_EMU_STALL_LAUNCH=2: launch 1 ends; launch 2 never does
+ * (once the emulator has said so, its stream and an event after it are NOT_READY); launch
+ * 3, on another stream, still runs; then the process ends normally, its worker still
+ * stuck. Its exit status: its failures.
+ */
+static int stall_child(const char *errfile)
+{
+    CUcontext ctx;
+    CUmodule m;
+    CUfunction f;
+    CUstream s[3];
+    CUevent ev;
+    CUdeviceptr src, dst[3];
+    unsigned char out[NBYTES];
+    if (!CU(cuInit(0)) || !CU(cuDevicePrimaryCtxRetain(&ctx, 0)) || !CU(cuCtxSetCurrent(ctx)) ||
+        !CU(cuEventCreate(&ev, 0)) || !CU(cuMemAlloc(&src, NBYTES)) || !load_copy_kernel(&m, &f))
+        return failures;
+    for (int i = 0; i < 3; i++)
+        if (!CU(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING)) || !CU(cuMemAlloc(&dst[i], NBYTES)))
+            return failures;
+    CU(cuMemsetD8(src, 0x2d, NBYTES));
+    CU(launch_copy(f, s[0], dst[0], src, NBYTES));
+    CU(cuStreamSynchronize(s[0]));
+    CU(launch_copy(f, s[1], dst[1], src, NBYTES));
+    CU(cuEventRecord(ev, s[1]));
+    int said = wait_for_text(errfile, STALL_LINE, NULL);
+    check(said && cuStreamQuery(s[1]) == CUDA_ERROR_NOT_READY &&
+          cuEventQuery(ev) == CUDA_ERROR_NOT_READY,
+          "launch 2 never ends: the emulator says so, its stream and event stay NOT_READY");
+    CU(launch_copy(f, s[2], dst[2], src, NBYTES));
+    CU(cuStreamSynchronize(s[2]));
+    CU(cuMemcpyDtoH(out, dst[2], NBYTES));
+    check(all_bytes(out, NBYTES, 0x2d), "launch 3, on another stream, runs");
+    CU(cuMemcpyDtoH(out, dst[0], NBYTES));
+    check(all_bytes(out, NBYTES, 0x2d), "launch 1 ran");
+    for (int i = 0; i < 3; i++)
+        CU(cuStreamDestroy(s[i]));
+    CU(cuEventDestroy(ev));
+    CU(cuModuleUnload(m));
+    return failures;        /* device memory stays: cuMemFree would wait for launch 2 */
+}
+
+static void check_stall(const char *argv0, const char *dir)
+{
+    static char stall_env[] = "BRAID_EMU_STALL_LAUNCH=2";
+    char *env[] = { stall_env, NULL };
+    char errfile[PATH_LEN];
+    tmpdir_path(errfile, dir, "stall.err");
+    int st = wait_child(spawn_self(argv0, "--stall", errfile, errfile, env), errfile);
+    check(st == 0, "BRAID_EMU_STALL_LAUNCH=2: a process whose launch 2 never ends exits "
+          "normally (exit status %d)", st);
+}
+
 static void check_errors(void)
 {
     const char *s = NULL;
@@ -419,10 +478,13 @@ int main(int argc, char **argv)
 {
     CUcontext ctx;
     unsigned char *pinned;
-    if (argc == 3 && strcmp(argv[1], "--ipc-child") == 0)
-        return ipc_child(argv[2]);
+    char dir[DIR_LEN];
     exit_on_alarm(120);
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 3 && strcmp(argv[1], "--ipc-child") == 0)
+        return ipc_child(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--stall") == 0)
+        return stall_child(argv[2]) != 0;
     setenv("BRAID_EMU_DELAY_US", XSTR(DELAY_US), 1);
     setenv("BRAID_EMU_DEVICES", "2", 1);
     if (!check_init(&ctx) || !CU(cuMemHostAlloc((void **)&pinned, NBYTES + 64, 0))) {
@@ -440,6 +502,10 @@ int main(int argc, char **argv)
     check_fork();
     check_proc_address();
     check_modules();
+    if (tmpdir_make(dir)) {
+        check_stall(argv[0], dir);
+        tmpdir_remove(dir);
+    }
     check_errors();
     CU(cuMemFreeHost(pinned));
     CU(cuDevicePrimaryCtxRelease(0));

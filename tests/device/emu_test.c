@@ -5,6 +5,8 @@
 
 #include "tests/device/emu_test.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -156,6 +158,36 @@ int wait_child(pid_t pid, const char *errfile)
     if (f != NULL)
         fclose(f);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int tmpdir_make(char dir[DIR_LEN])
+{
+    const char *tmp = getenv("TMPDIR");
+    int n = snprintf(dir, DIR_LEN, "%s/emu_driver.XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
+    if (n < DIR_LEN && mkdtemp(dir) != NULL)
+        return 1;
+    check(0, "cannot make a folder %s: %s", dir, n < DIR_LEN ? strerror(errno) : "too long");
+    return 0;
+}
+
+void tmpdir_path(char path[PATH_LEN], const char *dir, const char *name)
+{
+    snprintf(path, PATH_LEN, "%.*s/%.60s", DIR_LEN, dir, name);
+}
+
+void tmpdir_remove(const char *dir)
+{
+    char path[PATH_LEN];
+    struct dirent *e;
+    DIR *d = opendir(dir);
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        tmpdir_path(path, dir, e->d_name);
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            unlink(path);
+    }
+    if (d != NULL)
+        closedir(d);
+    rmdir(dir);
 }
 
 int load_copy_kernel(CUmodule *m_p, CUfunction *f_p)

@@ -65,6 +65,15 @@ pid_t spawn_self(const char *argv0, const char *mode, const char *arg, const cha
  * it did not exit (a signal ended it). */
 int wait_child(pid_t pid, const char *errfile);
 
+/* A fresh folder for the test's files, under $TMPDIR or /tmp, in dir: 0 if it cannot be
+ * made. tmpdir_remove removes it and the files in it. */
+#define DIR_LEN 256
+#define PATH_LEN (DIR_LEN + 64)
+int tmpdir_make(char dir[DIR_LEN]);
+void tmpdir_remove(const char *dir);
+/* dir/name in path. */
+void tmpdir_path(char path[PATH_LEN], const char *dir, const char *name);
+
 /* braid_k_copy from the emulator's image: 0, saying so, where the kernels are not linked in. */
 int load_copy_kernel(CUmodule *m_p, CUfunction *f_p);
 /* Launch f (braid_k_copy) on s: n bytes from src to dst. */

@@ -39,6 +39,7 @@ static struct {
     int ndev;
     unsigned int delay_us;
     int no_host_register;
+    uint64_t stall_launch;
     struct CUctx_st *ctx;           /* the primary context of each device */
     pthread_mutex_t lock;           /* retain and release */
 } emu = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -94,6 +95,7 @@ static void emu_init_once(void)
     emu.ndev = (int)env_count("BRAID_EMU_DEVICES", 1, EMU_MAX_DEVICES);
     emu.delay_us = (unsigned int)env_count("BRAID_EMU_DELAY_US", 0, 10000000);
     emu.no_host_register = env_count("BRAID_EMU_NO_HOST_REGISTER", 0, 1) != 0;
+    emu.stall_launch = env_count("BRAID_EMU_STALL_LAUNCH", 0, UINT32_MAX);
     if (emu.ndev == 0) {
         emu.init_status = CUDA_ERROR_NO_DEVICE;
         return;
@@ -147,6 +149,11 @@ unsigned int emu_delay_us(void)
 int emu_no_host_register(void)
 {
     return emu.no_host_register;
+}
+
+uint64_t emu_stall_launch(void)
+{
+    return emu.stall_launch;
 }
 
 static int ctx_active(CUcontext c)

@@ -66,6 +66,9 @@ EMU_HIDDEN unsigned int emu_delay_us(void);
 /* BRAID_EMU_NO_HOST_REGISTER=1: cuMemHostRegister answers NOT_SUPPORTED, as drivers do on
  * some systems (tests the callers' way around it). */
 EMU_HIDDEN int emu_no_host_register(void);
+/* BRAID_EMU_STALL_LAUNCH=N: the N-th kernel launch of the process (1-based, counted by
+ * cuLaunchKernel over all streams) never ends, as a hung kernel; 0 (unset): none. */
+EMU_HIDDEN uint64_t emu_stall_launch(void);
 EMU_HIDDEN void emu_sleep_us(unsigned int us);
 /* A failed system call, on stderr: the emulator has no log of its own. */
 EMU_HIDDEN void emu_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -8,12 +8,14 @@
  *
  * A launch copies its parameters, then the stream's worker runs every (block, thread) of
  * the grid in turn, setting the thread-local indices before each call.
+ * BRAID_EMU_STALL_LAUNCH=N makes the process's N-th launch never end (braid's fault tests).
  *
  * The table and the indices are weak here: the emulator builds, links and runs without the
  * kernels' library (every name is then CUDA_ERROR_NOT_FOUND).
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device/emu/emu_int.h"
 #include "kernels/gpu/kargs.h"
@@ -41,10 +43,13 @@ struct CUmod_st {
 
 struct emu_launch {
     const braid_emu_kernel_t *k;
+    uint64_t number;                      /* of the process's launches, from 1 */
     braid_emu_dim3_t grid, block;
     void *params[BRAID_EMU_MAX_PARAMS];   /* into data */
     _Alignas(EMU_PARAM_ALIGN) unsigned char data[];
 };
+
+static uint64_t launches;               /* cuLaunchKernel calls queued; atomic */
 
 static int kernel_count(void)
 {
@@ -189,6 +194,7 @@ CUresult emu_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsi
     }
     l->grid = (braid_emu_dim3_t){ gx, gy, gz };
     l->block = (braid_emu_dim3_t){ bx, by, bz };
+    l->number = __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
     op->u.launch = l;
     emu_stream_push(s, op, 0);
     return CUDA_SUCCESS;
@@ -204,9 +210,24 @@ static void run_block(const struct emu_launch *l)
             }
 }
 
+/*
+ * BRAID_EMU_STALL_LAUNCH's launch, on its worker: blocks for ever, as a hung kernel, so
+ * its stream never gets past it. exit() does not wait for workers, so the process still
+ * ends normally.
+ */
+static __attribute__((noreturn)) void launch_stall(const struct emu_launch *l)
+{
+    emu_warn("BRAID_EMU_STALL_LAUNCH=%llu: launch %llu (%s) never ends",
+             (unsigned long long)l->number, (unsigned long long)l->number, l->k->name);
+    for (;;)
+        pause();
+}
+
 /* On the stream's worker: every thread of every block, one after the other. */
 void emu_launch_run(struct emu_launch *l)
 {
+    if (l->number == emu_stall_launch())
+        launch_stall(l);
     braid_emu_gridDim = l->grid;
     braid_emu_blockDim = l->block;
     for (unsigned int z = 0; z < l->grid.z; z++)
