@@ -464,6 +464,21 @@ static void check_stall(const char *argv0, const char *dir)
           "normally (exit status %d)", st);
 }
 
+/* ---- strict mode (emu_strict.c) ---------------------------------------------------------- */
+
+/* Its emulator's lock files go to dir too (TMPDIR), out of the way of other tests. */
+static void check_strict(const char *argv0, const char *dir)
+{
+    static char strict_env[] = "BRAID_EMU_STRICT=1";
+    static char tmpdir_env[DIR_LEN + 8];
+    char *env[] = { strict_env, tmpdir_env, NULL };
+    char errfile[PATH_LEN];
+    snprintf(tmpdir_env, sizeof(tmpdir_env), "TMPDIR=%s", dir);
+    tmpdir_path(errfile, dir, "strict.err");
+    int st = wait_child(spawn_self(argv0, "--strict", dir, errfile, env), errfile);
+    check(st == 0, "strict mode's checks, in a second process (exit status %d)", st);
+}
+
 static void check_errors(void)
 {
     const char *s = NULL;
@@ -485,6 +500,8 @@ int main(int argc, char **argv)
         return ipc_child(argv[2]);
     if (argc == 3 && strcmp(argv[1], "--stall") == 0)
         return stall_child(argv[2]) != 0;
+    if (argc == 3 && strcmp(argv[1], "--strict") == 0)
+        return strict_main(argv[0], argv[2]);
     setenv("BRAID_EMU_DELAY_US", XSTR(DELAY_US), 1);
     setenv("BRAID_EMU_DEVICES", "2", 1);
     if (!check_init(&ctx) || !CU(cuMemHostAlloc((void **)&pinned, NBYTES + 64, 0))) {
@@ -504,6 +521,7 @@ int main(int argc, char **argv)
     check_modules();
     if (tmpdir_make(dir)) {
         check_stall(argv[0], dir);
+        check_strict(argv[0], dir);
         tmpdir_remove(dir);
     }
     check_errors();

@@ -14,6 +14,7 @@
 
 #define NBYTES 4096
 #define WAIT_MS 30000           /* how long a wait for what must happen may take */
+#define SETTLE_MS 200           /* how long a check gives what must not happen to happen */
 
 extern int checks, failures;
 
@@ -78,5 +79,9 @@ void tmpdir_path(char path[PATH_LEN], const char *dir, const char *name);
 int load_copy_kernel(CUmodule *m_p, CUfunction *f_p);
 /* Launch f (braid_k_copy) on s: n bytes from src to dst. */
 CUresult launch_copy(CUfunction f, CUstream s, CUdeviceptr dst, CUdeviceptr src, size_t n);
+
+/* The checks of strict mode (emu_strict.c), in a second process started with
+ * BRAID_EMU_STRICT=1, its stderr in dir/strict.err. Its exit status. */
+int strict_main(const char *argv0, const char *dir);
 
 #endif

@@ -39,6 +39,7 @@ static struct {
     int ndev;
     unsigned int delay_us;
     int no_host_register;
+    int strict;
     uint64_t stall_launch;
     struct CUctx_st *ctx;           /* the primary context of each device */
     pthread_mutex_t lock;           /* retain and release */
@@ -96,6 +97,7 @@ static void emu_init_once(void)
     emu.delay_us = (unsigned int)env_count("BRAID_EMU_DELAY_US", 0, 10000000);
     emu.no_host_register = env_count("BRAID_EMU_NO_HOST_REGISTER", 0, 1) != 0;
     emu.stall_launch = env_count("BRAID_EMU_STALL_LAUNCH", 0, UINT32_MAX);
+    emu.strict = env_count("BRAID_EMU_STRICT", 0, 1) != 0;
     if (emu.ndev == 0) {
         emu.init_status = CUDA_ERROR_NO_DEVICE;
         return;
@@ -111,6 +113,7 @@ static void emu_init_once(void)
         c->dev = d;
         pthread_mutex_init(&c->lock, NULL);
         pthread_cond_init(&c->idle, NULL);
+        pthread_cond_init(&c->progress, NULL);
     }
     pthread_atfork(NULL, NULL, emu_after_fork);
     emu.init_status = CUDA_SUCCESS;
@@ -149,6 +152,11 @@ unsigned int emu_delay_us(void)
 int emu_no_host_register(void)
 {
     return emu.no_host_register;
+}
+
+int emu_strict(void)
+{
+    return emu.strict;
 }
 
 uint64_t emu_stall_launch(void)
@@ -370,7 +378,7 @@ CUresult emu_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
     CUcontext c = &emu.ctx[dev];
     pthread_mutex_lock(&emu.lock);
     if (c->null_stream == NULL)
-        st = emu_stream_new(c, &c->null_stream);
+        st = emu_stream_new(c, 0, &c->null_stream);
     if (st == CUDA_SUCCESS)   /* release: whoever sees refs > 0 sees null_stream */
         __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&emu.lock);

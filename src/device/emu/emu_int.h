@@ -12,6 +12,10 @@
  * Every entry point of device/cuda_abi.h is implemented as emu_<name> (hidden); emu.c
  * exports each under its plain and its versioned name. The emulator is a separate library:
  * it includes no braid header but cuda_abi.h and the kernels' ABI (kernels/gpu).
+ *
+ * Strict mode (BRAID_EMU_STRICT=1, read by cuInit) makes the emulator as unforgiving as a
+ * real driver where a library's bugs would otherwise go unseen:
+ *   - the legacy NULL stream synchronises implicitly with blocking streams (emu_stream.c).
  */
 #ifndef BRAID_DEVICE_EMU_INT_H
 #define BRAID_DEVICE_EMU_INT_H
@@ -51,9 +55,12 @@ struct CUctx_st {
     CUdevice dev;
     int refs;                       /* retains; atomic */
     struct CUstream_st *null_stream; /* NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD */
-    pthread_mutex_t lock;           /* pending, idle */
-    pthread_cond_t idle;
+    pthread_mutex_t lock;           /* everything below, and the streams' tickets */
+    pthread_cond_t idle;            /* pending reached 0 */
+    pthread_cond_t progress;        /* strict mode: an operation finished */
     uint64_t pending;               /* queued operations not finished, all streams */
+    uint64_t tickets;               /* operations ever queued, all streams: their order */
+    struct CUstream_st *streams;    /* every live stream, the null stream too */
 };
 
 EMU_HIDDEN CUresult emu_check_init(void);
@@ -70,6 +77,8 @@ EMU_HIDDEN int emu_no_host_register(void);
  * cuLaunchKernel over all streams) never ends, as a hung kernel; 0 (unset): none. */
 EMU_HIDDEN uint64_t emu_stall_launch(void);
 EMU_HIDDEN void emu_sleep_us(unsigned int us);
+/* BRAID_EMU_STRICT=1, read by cuInit: as unforgiving as a real driver (emu_stream.c, ...). */
+EMU_HIDDEN int emu_strict(void);
 /* A failed system call, on stderr: the emulator has no log of its own. */
 EMU_HIDDEN void emu_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -106,6 +115,7 @@ struct emu_launch;
 typedef struct emu_op {
     struct emu_op *next;
     emu_op_kind_t kind;
+    uint64_t ticket;                /* of the context's operations, in the order queued */
     union {
         struct { void *dst; const void *src; size_t n; } copy;
         struct { void *dst; uint32_t v; size_t n; } set;       /* n elements */
@@ -118,6 +128,9 @@ typedef struct emu_op {
 struct CUstream_st {
     uint32_t magic;
     CUcontext ctx;
+    unsigned int flags;             /* cuStreamCreate's: CU_STREAM_NON_BLOCKING or not */
+    struct CUstream_st *next, *prev; /* in ctx->streams (ctx->lock) */
+    uint64_t oldest;                /* the ticket of its oldest unfinished operation (ctx->lock) */
     pthread_mutex_t lock;           /* everything below */
     pthread_cond_t work;            /* the worker waits here for operations */
     pthread_cond_t done;            /* synchronize waits here */
@@ -131,7 +144,7 @@ EMU_HIDDEN CUresult emu_stream_get(CUstream handle, CUstream *s_p);
 EMU_HIDDEN emu_op_t *emu_op_new(emu_op_kind_t kind);
 /* Queue op on s; with wait, return once it has run. */
 EMU_HIDDEN void emu_stream_push(CUstream s, emu_op_t *op, int wait);
-EMU_HIDDEN CUresult emu_stream_new(CUcontext ctx, CUstream *s_p);
+EMU_HIDDEN CUresult emu_stream_new(CUcontext ctx, unsigned int flags, CUstream *s_p);
 /* Wait until every operation queued in ctx has finished. */
 EMU_HIDDEN void emu_ctx_sync(CUcontext ctx);
 

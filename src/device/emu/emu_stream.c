@@ -2,8 +2,17 @@
  * Streams of the emulated driver: each is one worker thread that runs its queue in order,
  * so work is really asynchronous to the host and to other streams. The NULL stream,
  * CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are one more stream per device (the primary
- * context's), with its own worker. The legacy default stream's implicit synchronisation
- * with the other streams is not emulated: order streams with events, as braid does.
+ * context's), with its own worker.
+ *
+ * The legacy default stream's implicit synchronisation holds in strict mode only
+ * (BRAID_EMU_STRICT=1): an operation queued on the NULL stream first waits for every
+ * operation queued before it on the context's blocking streams (created without
+ * CU_STREAM_NON_BLOCKING), and one queued on a blocking stream for every operation queued
+ * before it on the NULL stream. "Before" is the context's ticket order: each operation
+ * takes the next ticket as it is queued, and each stream knows the ticket of its oldest
+ * unfinished operation, so a worker waits (on ctx->progress) until no stream it depends on
+ * has an unfinished operation older than its own. Without strict mode streams are only
+ * ordered by events and stream memory operations, as braid orders them.
  *
  * BRAID_EMU_DELAY_US=N makes every worker sleep N us before each operation, so that a
  * library that reads a buffer before its stream has written it fails its tests.
@@ -17,6 +26,7 @@
 
 #define EMU_POLL_MIN_US 2       /* cuStreamWaitValue32 polls, sleeping this long at first */
 #define EMU_POLL_MAX_US 500     /* ... doubling up to this */
+#define EMU_NO_TICKET UINT64_MAX /* a stream's oldest unfinished operation when it has none */
 
 /* ---- the operations ---------------------------------------------------------------------- */
 
@@ -114,14 +124,74 @@ static emu_op_t *stream_pop(CUstream s)
 
 static void stream_finished(CUstream s)
 {
+    CUcontext c = s->ctx;
+    pthread_mutex_lock(&c->lock);
     pthread_mutex_lock(&s->lock);
     s->finished++;
+    s->oldest = s->head != NULL ? s->head->ticket : EMU_NO_TICKET;
     pthread_cond_broadcast(&s->done);
     pthread_mutex_unlock(&s->lock);
-    pthread_mutex_lock(&s->ctx->lock);
-    if (--s->ctx->pending == 0)
-        pthread_cond_broadcast(&s->ctx->idle);
-    pthread_mutex_unlock(&s->ctx->lock);
+    if (--c->pending == 0)
+        pthread_cond_broadcast(&c->idle);
+    if (emu_strict())
+        pthread_cond_broadcast(&c->progress);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- the legacy stream's implicit synchronisation (strict mode) -------------------------- */
+
+static int blocking(CUstream s)
+{
+    return s != s->ctx->null_stream && !(s->flags & CU_STREAM_NON_BLOCKING);
+}
+
+/* May s's operation of this ticket run? Caller holds ctx->lock. */
+static int legacy_clear(CUstream s, uint64_t ticket)
+{
+    CUcontext c = s->ctx;
+    if (blocking(s))
+        return c->null_stream->oldest >= ticket;
+    if (s != c->null_stream)
+        return 1;
+    for (CUstream b = c->streams; b != NULL; b = b->next)
+        if (blocking(b) && b->oldest < ticket)
+            return 0;
+    return 1;
+}
+
+static void legacy_wait(CUstream s, const emu_op_t *op)
+{
+    CUcontext c = s->ctx;
+    pthread_mutex_lock(&c->lock);
+    while (!legacy_clear(s, op->ticket))
+        pthread_cond_wait(&c->progress, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- streams ----------------------------------------------------------------------------- */
+
+static void stream_link(CUstream s)
+{
+    CUcontext c = s->ctx;
+    pthread_mutex_lock(&c->lock);
+    s->next = c->streams;
+    if (c->streams != NULL)
+        c->streams->prev = s;
+    c->streams = s;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void stream_unlink(CUstream s)
+{
+    CUcontext c = s->ctx;
+    pthread_mutex_lock(&c->lock);
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        c->streams = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    pthread_mutex_unlock(&c->lock);
 }
 
 static void stream_free(CUstream s)
@@ -136,20 +206,24 @@ static void *stream_worker(void *arg)
 {
     CUstream s = arg;
     unsigned int delay = emu_delay_us();
+    int strict = emu_strict();
     emu_op_t *op;
     while ((op = stream_pop(s)) != NULL) {
+        if (strict)
+            legacy_wait(s, op);
         if (delay > 0)
             emu_sleep_us(delay);
         op_run(op);
         free(op);
         stream_finished(s);
     }
-    stream_free(s);         /* destroyed: nobody else holds it now */
+    stream_unlink(s);
+    stream_free(s);         /* destroyed and empty: nobody else holds it now */
     return NULL;
 }
 
 /* A stream of ctx with its worker (detached: a destroyed stream frees itself). */
-CUresult emu_stream_new(CUcontext ctx, CUstream *s_p)
+CUresult emu_stream_new(CUcontext ctx, unsigned int flags, CUstream *s_p)
 {
     pthread_attr_t attr;
     pthread_t tid;
@@ -158,15 +232,19 @@ CUresult emu_stream_new(CUcontext ctx, CUstream *s_p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     s->magic = EMU_STREAM_MAGIC;
     s->ctx = ctx;
+    s->flags = flags;
+    s->oldest = EMU_NO_TICKET;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->done, NULL);
+    stream_link(s);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     int rc = pthread_create(&tid, &attr, stream_worker, s);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
         emu_warn("cannot start a stream's worker thread: %s", strerror(rc));
+        stream_unlink(s);
         stream_free(s);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -200,13 +278,17 @@ static void stream_wait(CUstream s, uint64_t seq)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Tickets are taken and queues grow under ctx->lock, so each queue is in ticket order. */
 void emu_stream_push(CUstream s, emu_op_t *op, int wait)
 {
-    pthread_mutex_lock(&s->ctx->lock);
-    s->ctx->pending++;
-    pthread_mutex_unlock(&s->ctx->lock);
+    CUcontext c = s->ctx;
+    pthread_mutex_lock(&c->lock);
+    c->pending++;
+    op->ticket = ++c->tickets;
     pthread_mutex_lock(&s->lock);
     uint64_t seq = ++s->queued;
+    if (s->oldest == EMU_NO_TICKET)
+        s->oldest = op->ticket;
     if (s->tail != NULL)
         s->tail->next = op;
     else
@@ -214,6 +296,7 @@ void emu_stream_push(CUstream s, emu_op_t *op, int wait)
     s->tail = op;
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&c->lock);
     if (wait)
         stream_wait(s, seq);
 }
@@ -237,7 +320,7 @@ CUresult emu_cuStreamCreate(CUstream *stream, unsigned int flags)
         return st;
     if (stream == NULL || (flags & ~(unsigned int)CU_STREAM_NON_BLOCKING) != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    return emu_stream_new(c, stream);
+    return emu_stream_new(c, flags, stream);
 }
 
 /*
