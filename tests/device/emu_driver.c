@@ -8,12 +8,14 @@
  * an async memset then an async copy on one stream are ordered, and cuStreamQuery says
  * NOT_READY (they wait behind a gate the host opens), then SUCCESS; two streams ordered
  * by an event and by WaitValue32 and WriteValue32 on pinned memory, and a wait released
- * by the host; a stream destroyed with work queued still does it; pointer attributes of device, pinned and malloc memory; IPC
- * to a second process (this program again) that writes into our buffer; a child forked
- * after cuInit gets NOT_INITIALIZED; cuGetProcAddress_v2 gives the exported functions;
- * images: only the magic one loads, and braid_k_copy copies when the kernels are linked
- * in (skipped, saying why, when not); BRAID_EMU_STALL_LAUNCH=2 in a second process: its
- * launch 2 never ends, launch 3 on another stream does, and the process exits normally.
+ * by the host; a stream destroyed with work queued still does it; pointer attributes of
+ * device, pinned and malloc memory; IPC to a second process (this program again) that
+ * writes into our buffer; a child forked after cuInit gets NOT_INITIALIZED;
+ * cuGetProcAddress_v2 gives the exported functions; images: only the magic one loads, and
+ * braid_k_copy copies when the kernels are linked in (skipped, saying why, when not);
+ * BRAID_EMU_STALL_LAUNCH=2 in a second process: its launch 2 never ends, launch 3 on
+ * another stream does, and the process exits normally; strict mode (emu_strict.c), in a
+ * second process.
  * Prints a line per check; exits 1 on any failure, 77 where there is no cuda.h to build
  * against. Sizes are small: it runs on 2-core CI machines.
  */
@@ -470,8 +472,9 @@ static void check_stall(const char *argv0, const char *dir)
 static void check_strict(const char *argv0, const char *dir)
 {
     static char strict_env[] = "BRAID_EMU_STRICT=1";
+    static char warn_env[] = "BRAID_EMU_LOCK_WARN_MS=200";
     static char tmpdir_env[DIR_LEN + 8];
-    char *env[] = { strict_env, tmpdir_env, NULL };
+    char *env[] = { strict_env, warn_env, tmpdir_env, NULL };
     char errfile[PATH_LEN];
     snprintf(tmpdir_env, sizeof(tmpdir_env), "TMPDIR=%s", dir);
     tmpdir_path(errfile, dir, "strict.err");

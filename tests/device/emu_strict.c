@@ -5,7 +5,10 @@
  *
  * Checks: the legacy NULL stream waits for what blocking streams queued before each of its
  * operations, and they for what it queued, even for a stream destroyed meanwhile;
- * non-blocking streams neither wait nor are waited for.
+ * non-blocking streams neither wait nor are waited for. The driver lock: a cuMemAlloc
+ * waits while another thread's pageable copy waits for its stream, and the emulator says
+ * so (BRAID_EMU_LOCK_WARN_MS is short here); it does not wait for a cuStreamSynchronize;
+ * two threads' pageable copies do not wait for each other.
  *
  * Nothing here depends on how fast the machine is: what must not happen is held back by
  * a gate (a stream waiting for a pinned word that the host writes after the check), and a
@@ -14,10 +17,116 @@
  */
 #if __has_include(<cuda.h>)
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tests/device/emu_test.h"
+
+/* ---- calls on other threads -------------------------------------------------------------- */
+
+/* A driver call on a thread of its own: its arguments, its thread's id and its result. */
+typedef struct bg {
+    CUresult (*call)(struct bg *b);
+    CUcontext ctx;
+    CUstream s;
+    CUdeviceptr dst, src;
+    void *host;
+    CUfunction f;
+    pthread_t thread;
+    int tid;
+    int started, done;          /* atomic */
+    CUresult result;
+} bg_t;
+
+static void *bg_main(void *arg)
+{
+    bg_t *b = arg;
+    CUresult r = cuCtxSetCurrent(b->ctx);
+    b->tid = (int)syscall(SYS_gettid);
+    __atomic_store_n(&b->started, 1, __ATOMIC_RELEASE);
+    b->result = r != CUDA_SUCCESS ? r : b->call(b);
+    __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Start b->call on a thread of its own; return once it is about to call. */
+static void bg_start(bg_t *b, CUresult (*call)(bg_t *b))
+{
+    b->call = call;
+    if (pthread_create(&b->thread, NULL, bg_main, b) != 0) {
+        perror("emu_driver: pthread_create");
+        exit(1);
+    }
+    while (!__atomic_load_n(&b->started, __ATOMIC_ACQUIRE))
+        sleep_ms(1);
+}
+
+static CUresult bg_join(bg_t *b)
+{
+    pthread_join(b->thread, NULL);
+    return b->result;
+}
+
+static CUresult call_pageable_copy(bg_t *b)
+{
+    return cuMemcpyDtoHAsync(b->host, b->src, NBYTES, b->s);
+}
+
+static CUresult call_stream_sync(bg_t *b)
+{
+    return cuStreamSynchronize(b->s);
+}
+
+static CUresult call_mem_alloc(bg_t *b)
+{
+    return cuMemAlloc(&b->dst, NBYTES);
+}
+
+/* Wait up to WAIT_MS for thread tid to sleep (state S): in a call, inside its wait. */
+static int wait_asleep(int tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    for (int t = 0; t < WAIT_MS; t += 5) {
+        FILE *f = fopen(path, "r");
+        size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f != NULL)
+            fclose(f);
+        buf[n] = '\0';
+        const char *end = strrchr(buf, ')');     /* "tid (name) S ..." */
+        if (end != NULL && end[1] == ' ' && end[2] == 'S')
+            return 1;
+        sleep_ms(5);
+    }
+    return 0;
+}
+
+/*
+ * Thread a holds the driver lock shared, certainly, until gate_open(gate): its pageable
+ * copy goes on a blocking stream, which waits for a gate on the NULL stream, so once that
+ * stream is NOT_READY the copy is queued, and the lock taken, and it stays so.
+ */
+static int hold_shared(bg_t *a, uint32_t *gate)
+{
+    if (!CU(cuStreamCreate(&a->s, 0)))
+        return 0;
+    gate_close(NULL, gate);
+    bg_start(a, call_pageable_copy);
+    int queued = wait_stream(a->s, CUDA_ERROR_NOT_READY, WAIT_MS);
+    check(queued, "a pageable copy waits behind a gate");
+    return queued;
+}
+
+static void release_shared(bg_t *a, uint32_t *gate)
+{
+    gate_open(gate);
+    CU(bg_join(a));
+    CU(cuStreamDestroy(a->s));
+}
 
 /* ---- the legacy stream's implicit synchronisation ---------------------------------------- */
 
@@ -35,7 +144,7 @@ static void check_legacy_blocking(unsigned char *pinned, uint32_t *gate, CUdevic
     CU(cuMemsetD8Async(d, 0x5a, NBYTES, b));
     CU(cuStreamDestroy(b));
     CU(cuMemcpyDtoHAsync(pinned, d, NBYTES, NULL));
-    int early = wait_stream_done(NULL, SETTLE_MS);
+    int early = wait_stream(NULL, CUDA_SUCCESS, SETTLE_MS);
     gate_open(gate);
     CU(cuStreamSynchronize(NULL));
     check(!early && all_bytes(pinned, NBYTES, 0x5a),
@@ -46,7 +155,7 @@ static void check_legacy_blocking(unsigned char *pinned, uint32_t *gate, CUdevic
     gate_close(NULL, gate);
     CU(cuMemsetD8Async(d, 0x6b, NBYTES, NULL));
     CU(cuMemcpyDtoHAsync(pinned, d, NBYTES, b));
-    early = wait_stream_done(b, SETTLE_MS);
+    early = wait_stream(b, CUDA_SUCCESS, SETTLE_MS);
     gate_open(gate);
     CU(cuStreamSynchronize(b));
     check(!early && all_bytes(pinned, NBYTES, 0x6b),
@@ -64,7 +173,7 @@ static void check_legacy_nonblocking(unsigned char *pinned, uint32_t *gate, CUde
     gate_close(n, gate);
     CU(cuMemsetD8Async(d, 0x61, NBYTES, NULL));
     CU(cuMemcpyDtoHAsync(pinned, d, NBYTES, NULL));
-    int done = wait_stream_done(NULL, WAIT_MS);
+    int done = wait_stream(NULL, CUDA_SUCCESS, WAIT_MS);
     check(done && cuStreamQuery(n) == CUDA_ERROR_NOT_READY && all_bytes(pinned, NBYTES, 0x61),
           "the NULL stream does not wait for a non-blocking stream");
     gate_open(gate);
@@ -73,7 +182,7 @@ static void check_legacy_nonblocking(unsigned char *pinned, uint32_t *gate, CUde
     gate_close(NULL, gate);
     CU(cuMemsetD8Async(d, 0x7c, NBYTES, n));
     CU(cuMemcpyDtoHAsync(pinned, d, NBYTES, n));
-    done = wait_stream_done(n, WAIT_MS);
+    done = wait_stream(n, CUDA_SUCCESS, WAIT_MS);
     check(done && cuStreamQuery(NULL) == CUDA_ERROR_NOT_READY && all_bytes(pinned, NBYTES, 0x7c),
           "a non-blocking stream does not wait for the NULL stream");
     gate_open(gate);
@@ -81,19 +190,99 @@ static void check_legacy_nonblocking(unsigned char *pinned, uint32_t *gate, CUde
     CU(cuStreamDestroy(n));
 }
 
+/* ---- the driver lock --------------------------------------------------------------------- */
+
+/*
+ * While thread a's pageable copy waits for its stream, thread b's cuMemAlloc waits for
+ * the driver lock: it has not returned when the emulator says it waited too long, naming
+ * both; it returns once the gate opens.
+ */
+static void check_lock_alloc(const char *errfile, bg_t a, uint32_t *gate)
+{
+    bg_t b = { .ctx = a.ctx };
+    char waiter[128], holder[128];
+    if (!hold_shared(&a, gate)) {
+        release_shared(&a, gate);
+        return;
+    }
+    bg_start(&b, call_mem_alloc);
+    snprintf(waiter, sizeof(waiter), "strict: cuMemAlloc on thread %d has waited", b.tid);
+    snprintf(holder, sizeof(holder), "held by cuMemcpyDtoHAsync (pageable) on thread %d (for",
+             a.tid);
+    int said = wait_for_text(errfile, waiter, &b.done);
+    check(said && file_has(errfile, holder) && !__atomic_load_n(&b.done, __ATOMIC_ACQUIRE),
+          "cuMemAlloc waits for the driver lock while another thread's pageable copy waits "
+          "for its stream, and the emulator says so");
+    release_shared(&a, gate);
+    if (CU(bg_join(&b)))
+        CU(cuMemFree(b.dst));
+}
+
+/* The same with a in cuStreamSynchronize, which does not take the lock: b goes on. */
+static void check_lock_sync(bg_t a, uint32_t *gate)
+{
+    bg_t b = { .ctx = a.ctx };
+    if (!CU(cuStreamCreate(&a.s, CU_STREAM_NON_BLOCKING)))
+        return;
+    gate_close(a.s, gate);
+    bg_start(&a, call_stream_sync);
+    int asleep = wait_asleep(a.tid);
+    bg_start(&b, call_mem_alloc);
+    int returned = wait_flag(&b.done, WAIT_MS);
+    check(asleep && returned && !__atomic_load_n(&a.done, __ATOMIC_ACQUIRE),
+          "cuMemAlloc does not wait for another thread in cuStreamSynchronize");
+    gate_open(gate);
+    CU(bg_join(&a));
+    if (CU(bg_join(&b)))
+        CU(cuMemFree(b.dst));
+    CU(cuStreamDestroy(a.s));
+}
+
+/* Two threads' pageable copies: the second returns while the first still waits. */
+static void check_lock_shared(bg_t a, uint32_t *gate)
+{
+    bg_t c = a;
+    if (!hold_shared(&a, gate) || !CU(cuStreamCreate(&c.s, CU_STREAM_NON_BLOCKING))) {
+        release_shared(&a, gate);
+        return;
+    }
+    c.host = malloc(NBYTES);
+    bg_start(&c, call_pageable_copy);
+    int returned = wait_flag(&c.done, WAIT_MS);
+    check(returned && !__atomic_load_n(&a.done, __ATOMIC_ACQUIRE),
+          "two threads' pageable copies do not wait for each other");
+    release_shared(&a, gate);
+    CU(bg_join(&c));
+    CU(cuStreamDestroy(c.s));
+    free(c.host);
+}
+
+static void check_lock(const char *errfile, CUcontext ctx, uint32_t *gate, CUdeviceptr d)
+{
+    bg_t a = { .ctx = ctx, .src = d, .host = malloc(NBYTES) };
+    CU(cuMemsetD8(d, 0x4e, NBYTES));
+    check_lock_alloc(errfile, a, gate);
+    check(all_bytes(a.host, NBYTES, 0x4e), "the pageable copy copied");
+    check_lock_sync(a, gate);
+    check_lock_shared(a, gate);
+    free(a.host);
+}
+
 int strict_main(const char *argv0, const char *dir)
 {
     CUcontext ctx;
     CUdeviceptr d;
     unsigned char *pinned;
+    char errfile[PATH_LEN];
     (void)argv0;
-    (void)dir;
     if (!CU(cuInit(0)) || !CU(cuDevicePrimaryCtxRetain(&ctx, 0)) || !CU(cuCtxSetCurrent(ctx)) ||
         !CU(cuMemHostAlloc((void **)&pinned, NBYTES + 64, 0)) || !CU(cuMemAlloc(&d, NBYTES)))
         return 1;
     uint32_t *gates = (uint32_t *)(pinned + NBYTES);
+    tmpdir_path(errfile, dir, "strict.err");
     check_legacy_blocking(pinned, &gates[0], d);
     check_legacy_nonblocking(pinned, &gates[0], d);
+    check_lock(errfile, ctx, &gates[0], d);
     CU(cuMemFree(d));
     CU(cuMemFreeHost(pinned));
     printf("emu_driver --strict: %d checks, %d failed\n", checks, failures);

@@ -98,9 +98,9 @@ int wait_flag(const int *flag, int ms)
     return 1;
 }
 
-int wait_stream_done(CUstream s, int ms)
+int wait_stream(CUstream s, CUresult want, int ms)
 {
-    for (int t = 0; cuStreamQuery(s) != CUDA_SUCCESS; t += POLL_MS) {
+    for (int t = 0; cuStreamQuery(s) != want; t += POLL_MS) {
         if (t >= ms)
             return 0;
         sleep_ms(POLL_MS);
@@ -108,8 +108,8 @@ int wait_stream_done(CUstream s, int ms)
     return 1;
 }
 
-/* Does the file at path contain text? (The files are a few lines of stderr.) */
-static int file_has(const char *path, const char *text)
+/* The files are a few lines of stderr. */
+int file_has(const char *path, const char *text)
 {
     char buf[16384];
     FILE *f = fopen(path, "r");

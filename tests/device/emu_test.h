@@ -49,8 +49,10 @@ void gate_open(uint32_t *word);
 
 /* Wait up to ms for *flag (atomic) to be set; is it? */
 int wait_flag(const int *flag, int ms);
-/* Wait up to ms for cuStreamQuery(s) to say SUCCESS; does it? */
-int wait_stream_done(CUstream s, int ms);
+/* Wait up to ms for cuStreamQuery(s) to give want; does it? */
+int wait_stream(CUstream s, CUresult want, int ms);
+/* Does the file at path contain text? */
+int file_has(const char *path, const char *text);
 /* Wait up to WAIT_MS for the file at path to contain text, or for *stop (atomic, when not
  * NULL) to be set first; does it contain text? */
 int wait_for_text(const char *path, const char *text, const int *stop);

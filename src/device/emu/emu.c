@@ -98,6 +98,8 @@ static void emu_init_once(void)
     emu.no_host_register = env_count("BRAID_EMU_NO_HOST_REGISTER", 0, 1) != 0;
     emu.stall_launch = env_count("BRAID_EMU_STALL_LAUNCH", 0, UINT32_MAX);
     emu.strict = env_count("BRAID_EMU_STRICT", 0, 1) != 0;
+    if (emu.strict)
+        emu_lock_init((unsigned int)env_count("BRAID_EMU_LOCK_WARN_MS", 2000, 3600000));
     if (emu.ndev == 0) {
         emu.init_status = CUDA_ERROR_NO_DEVICE;
         return;

@@ -1,8 +1,9 @@
 /*
  * Copies, memsets and stream memory operations (cuStreamWaitValue32, cuStreamWriteValue32)
  * of the emulated driver. Each is an operation on a stream's queue; the synchronous calls
- * (cuMemcpyHtoD, cuMemsetD8, ...) queue theirs on the default stream and wait for it, as
- * if legacy-stream synchronisation held.
+ * (cuMemcpyHtoD, cuMemsetD8, ...) queue theirs on the default stream and wait for it (in
+ * strict mode, legacy-stream synchronisation holds: emu_stream.c). A call that waits for
+ * its stream holds strict mode's driver lock shared meanwhile (emu_lock.c).
  *
  * Device pointers are checked against the allocation table: the range must lie in one
  * allocation the driver made, mapped or pinned (INVALID_VALUE otherwise, where a GPU
@@ -22,9 +23,24 @@ static int side_ok(CUdeviceptr p, size_t n, emu_side_t side, int *pinned)
     return side == EMU_HOST || kind != EMU_MEM_NONE;
 }
 
-/* Queue a copy of n bytes on stream; wait for it if sync, or if a host side is pageable. */
-static CUresult copy(CUstream stream, CUdeviceptr dst, emu_side_t dside, CUdeviceptr src,
-                     emu_side_t sside, size_t n, int sync)
+/*
+ * Queue op on s; with wait, return once it has run, holding the driver lock shared
+ * meanwhile, as the real driver does (strict mode: emu_lock.c), under call's name.
+ */
+static void push(CUstream s, emu_op_t *op, int wait, const char *call)
+{
+    emu_lock_holder_t h;
+    if (wait)
+        emu_lock(&h, EMU_LOCK_SHARED, call, EMU_WAITS_STREAM);
+    emu_stream_push(s, op, wait);
+    if (wait)
+        emu_unlock(&h);
+}
+
+/* Queue a copy of n bytes on stream; wait for it if sync, or if a host side is pageable.
+ * call names it: "cuMemcpyDtoH", "cuMemcpyDtoHAsync (pageable)". */
+static CUresult copy(const char *call, CUstream stream, CUdeviceptr dst, emu_side_t dside,
+                     CUdeviceptr src, emu_side_t sside, size_t n, int sync)
 {
     CUstream s;
     int dpinned, spinned;
@@ -39,7 +55,7 @@ static CUresult copy(CUstream stream, CUdeviceptr dst, emu_side_t dside, CUdevic
     op->u.copy.dst = (void *)(uintptr_t)dst;
     op->u.copy.src = (const void *)(uintptr_t)src;
     op->u.copy.n = n;
-    emu_stream_push(s, op, sync || !dpinned || !spinned);
+    push(s, op, sync || !dpinned || !spinned, call);
     return CUDA_SUCCESS;
 }
 
@@ -47,47 +63,49 @@ static CUresult copy(CUstream stream, CUdeviceptr dst, emu_side_t dside, CUdevic
 
 CUresult emu_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes)
 {
-    return copy(NULL, dst, EMU_HOST, src, EMU_HOST, bytes, 1);
+    return copy("cuMemcpy", NULL, dst, EMU_HOST, src, EMU_HOST, bytes, 1);
 }
 
 CUresult emu_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)
 {
-    return copy(stream, dst, EMU_HOST, src, EMU_HOST, bytes, 0);
+    return copy("cuMemcpyAsync (pageable)", stream, dst, EMU_HOST, src, EMU_HOST, bytes, 0);
 }
 
 CUresult emu_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
 {
-    return copy(NULL, dst, EMU_DEV, PTR(src), EMU_HOST, bytes, 1);
+    return copy("cuMemcpyHtoD", NULL, dst, EMU_DEV, PTR(src), EMU_HOST, bytes, 1);
 }
 
 CUresult emu_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
 {
-    return copy(NULL, PTR(dst), EMU_HOST, src, EMU_DEV, bytes, 1);
+    return copy("cuMemcpyDtoH", NULL, PTR(dst), EMU_HOST, src, EMU_DEV, bytes, 1);
 }
 
 CUresult emu_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes)
 {
-    return copy(NULL, dst, EMU_DEV, src, EMU_DEV, bytes, 1);
+    return copy("cuMemcpyDtoD", NULL, dst, EMU_DEV, src, EMU_DEV, bytes, 1);
 }
 
 CUresult emu_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream)
 {
-    return copy(stream, dst, EMU_DEV, PTR(src), EMU_HOST, bytes, 0);
+    return copy("cuMemcpyHtoDAsync (pageable)", stream, dst, EMU_DEV, PTR(src), EMU_HOST,
+                bytes, 0);
 }
 
 CUresult emu_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream stream)
 {
-    return copy(stream, PTR(dst), EMU_HOST, src, EMU_DEV, bytes, 0);
+    return copy("cuMemcpyDtoHAsync (pageable)", stream, PTR(dst), EMU_HOST, src, EMU_DEV,
+                bytes, 0);
 }
 
 CUresult emu_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)
 {
-    return copy(stream, dst, EMU_DEV, src, EMU_DEV, bytes, 0);
+    return copy("cuMemcpyDtoDAsync", stream, dst, EMU_DEV, src, EMU_DEV, bytes, 0);
 }
 
 /* Queue a memset of n elements of width bytes (1, 2, 4): dst device memory, aligned. */
-static CUresult set(CUstream stream, CUdeviceptr dst, uint32_t v, size_t n, size_t width,
-                    int sync)
+static CUresult set(const char *call, CUstream stream, CUdeviceptr dst, uint32_t v, size_t n,
+                    size_t width, int sync)
 {
     static const emu_op_kind_t kinds[] = { [1] = EMU_OP_SET8, [2] = EMU_OP_SET16,
                                            [4] = EMU_OP_SET32 };
@@ -104,38 +122,38 @@ static CUresult set(CUstream stream, CUdeviceptr dst, uint32_t v, size_t n, size
     op->u.set.dst = (void *)(uintptr_t)dst;
     op->u.set.v = v;
     op->u.set.n = n;
-    emu_stream_push(s, op, sync);
+    push(s, op, sync, call);
     return CUDA_SUCCESS;
 }
 
 CUresult emu_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
 {
-    return set(NULL, dst, v, n, 1, 1);
+    return set("cuMemsetD8", NULL, dst, v, n, 1, 1);
 }
 
 CUresult emu_cuMemsetD16(CUdeviceptr dst, unsigned short v, size_t n)
 {
-    return set(NULL, dst, v, n, 2, 1);
+    return set("cuMemsetD16", NULL, dst, v, n, 2, 1);
 }
 
 CUresult emu_cuMemsetD32(CUdeviceptr dst, unsigned int v, size_t n)
 {
-    return set(NULL, dst, v, n, 4, 1);
+    return set("cuMemsetD32", NULL, dst, v, n, 4, 1);
 }
 
 CUresult emu_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream stream)
 {
-    return set(stream, dst, v, n, 1, 0);
+    return set("cuMemsetD8Async", stream, dst, v, n, 1, 0);
 }
 
 CUresult emu_cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream stream)
 {
-    return set(stream, dst, v, n, 2, 0);
+    return set("cuMemsetD16Async", stream, dst, v, n, 2, 0);
 }
 
 CUresult emu_cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream stream)
 {
-    return set(stream, dst, v, n, 4, 0);
+    return set("cuMemsetD32Async", stream, dst, v, n, 4, 0);
 }
 
 /* ---- stream memory operations (the worker polls a wait: emu_stream.c) -------------------- */

@@ -8,6 +8,7 @@
  *   emu_copy.c     copies, memsets, stream memory operations: what the host queues
  *   emu_event.c    events
  *   emu_module.c   modules and kernel launches (the host build of kernels/gpu)
+ *   emu_lock.c     strict mode's driver lock
  *
  * Every entry point of device/cuda_abi.h is implemented as emu_<name> (hidden); emu.c
  * exports each under its plain and its versioned name. The emulator is a separate library:
@@ -15,6 +16,8 @@
  *
  * Strict mode (BRAID_EMU_STRICT=1, read by cuInit) makes the emulator as unforgiving as a
  * real driver where a library's bugs would otherwise go unseen:
+ *   - a driver lock, which serialises allocations and frees with the copies that wait for
+ *     their streams, as the real driver's does (emu_lock.c);
  *   - the legacy NULL stream synchronises implicitly with blocking streams (emu_stream.c).
  */
 #ifndef BRAID_DEVICE_EMU_INT_H
@@ -22,6 +25,8 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "device/cuda_abi.h"
 #include "kernels/gpu/emu_abi.h"
@@ -94,6 +99,30 @@ typedef enum emu_mem_kind {
 
 /* The kind of the one allocation that holds all of [p, p + n); NONE if none does. */
 EMU_HIDDEN emu_mem_kind_t emu_mem_kind(CUdeviceptr p, size_t n);
+
+/* ---- emu_lock.c: the driver lock (strict mode) ------------------------------------------- */
+
+typedef enum { EMU_LOCK_SHARED, EMU_LOCK_EXCLUSIVE } emu_lock_mode_t;
+/* What a holder waits for while it holds the lock (for the message of a long wait). */
+typedef enum { EMU_WAITS_NOTHING, EMU_WAITS_STREAM, EMU_WAITS_DEVICE } emu_waits_t;
+
+/* A call that holds the driver lock: its record, on its stack from emu_lock to emu_unlock. */
+typedef struct emu_lock_holder {
+    struct emu_lock_holder *next, *prev;   /* the holders */
+    const char *call;                      /* "cuMemcpyDtoHAsync (pageable)" */
+    emu_waits_t waits;
+    emu_lock_mode_t mode;
+    pid_t tid;
+    struct timespec since;                 /* CLOCK_MONOTONIC */
+    int held;                              /* strict mode: it holds the lock */
+} emu_lock_holder_t;
+
+/* By cuInit in strict mode only: the lock is taken from then on. */
+EMU_HIDDEN void emu_lock_init(unsigned int warn_ms);
+/* Take the lock for call (nothing outside strict mode); emu_unlock(h) releases it. */
+EMU_HIDDEN void emu_lock(emu_lock_holder_t *h, emu_lock_mode_t mode, const char *call,
+                         emu_waits_t waits);
+EMU_HIDDEN void emu_unlock(emu_lock_holder_t *h);
 
 /* ---- emu_stream.c: streams and the operations they run ---------------------------------- */
 

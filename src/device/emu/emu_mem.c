@@ -188,7 +188,7 @@ out_close:
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CUresult emu_cuMemAlloc(CUdeviceptr *dptr, size_t bytes)
+static CUresult mem_alloc(CUdeviceptr *dptr, size_t bytes)
 {
     CUcontext c;
     emu_alloc_t a;
@@ -212,8 +212,17 @@ CUresult emu_cuMemAlloc(CUdeviceptr *dptr, size_t bytes)
     return CUDA_SUCCESS;
 }
 
+CUresult emu_cuMemAlloc(CUdeviceptr *dptr, size_t bytes)
+{
+    emu_lock_holder_t h;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, "cuMemAlloc", EMU_WAITS_NOTHING);
+    CUresult st = mem_alloc(dptr, bytes);
+    emu_unlock(&h);
+    return st;
+}
+
 /* Like the real driver's, cuMemFree waits for the device's work first. */
-CUresult emu_cuMemFree(CUdeviceptr dptr)
+static CUresult mem_free(CUdeviceptr dptr)
 {
     CUcontext c;
     emu_alloc_t a;
@@ -226,6 +235,15 @@ CUresult emu_cuMemFree(CUdeviceptr dptr)
     munmap((void *)a.base, a.size);
     close(a.fd);
     return CUDA_SUCCESS;
+}
+
+CUresult emu_cuMemFree(CUdeviceptr dptr)
+{
+    emu_lock_holder_t h;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, "cuMemFree", EMU_WAITS_DEVICE);
+    CUresult st = mem_free(dptr);
+    emu_unlock(&h);
+    return st;
 }
 
 CUresult emu_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
@@ -246,7 +264,7 @@ CUresult emu_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr d
 
 /* ---- pinned host memory ------------------------------------------------------------------ */
 
-CUresult emu_cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
+static CUresult host_alloc(void **pp, size_t bytes, unsigned int flags)
 {
     const unsigned int known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                                CU_MEMHOSTALLOC_WRITECOMBINED;
@@ -272,7 +290,16 @@ CUresult emu_cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-CUresult emu_cuMemFreeHost(void *p)
+CUresult emu_cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
+{
+    emu_lock_holder_t h;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, "cuMemHostAlloc", EMU_WAITS_NOTHING);
+    CUresult st = host_alloc(pp, bytes, flags);
+    emu_unlock(&h);
+    return st;
+}
+
+static CUresult host_free(void *p)
 {
     emu_alloc_t a;
     CUresult st = emu_check_init();
@@ -285,7 +312,16 @@ CUresult emu_cuMemFreeHost(void *p)
     return CUDA_SUCCESS;
 }
 
-CUresult emu_cuMemHostRegister(void *p, size_t bytes, unsigned int flags)
+CUresult emu_cuMemFreeHost(void *p)
+{
+    emu_lock_holder_t h;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, "cuMemFreeHost", EMU_WAITS_DEVICE);
+    CUresult st = host_free(p);
+    emu_unlock(&h);
+    return st;
+}
+
+static CUresult host_register(void *p, size_t bytes, unsigned int flags)
 {
     const unsigned int known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                                CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
@@ -308,7 +344,16 @@ CUresult emu_cuMemHostRegister(void *p, size_t bytes, unsigned int flags)
     return st;
 }
 
-CUresult emu_cuMemHostUnregister(void *p)
+CUresult emu_cuMemHostRegister(void *p, size_t bytes, unsigned int flags)
+{
+    emu_lock_holder_t h;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, "cuMemHostRegister", EMU_WAITS_NOTHING);
+    CUresult st = host_register(p, bytes, flags);
+    emu_unlock(&h);
+    return st;
+}
+
+static CUresult host_unregister(void *p)
 {
     emu_alloc_t a;
     CUresult st = emu_check_init();
@@ -318,6 +363,15 @@ CUresult emu_cuMemHostUnregister(void *p)
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     sync_all();
     return CUDA_SUCCESS;
+}
+
+CUresult emu_cuMemHostUnregister(void *p)
+{
+    emu_lock_holder_t h;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, "cuMemHostUnregister", EMU_WAITS_DEVICE);
+    CUresult st = host_unregister(p);
+    emu_unlock(&h);
+    return st;
 }
 
 CUresult emu_cuMemHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned int flags)
@@ -485,7 +539,7 @@ static uintptr_t ipc_reuse(const emu_ipc_handle_t *h)
 }
 
 /* Opening the same memory again gives the same mapping, counted, as the real driver does. */
-CUresult emu_cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
+static CUresult ipc_open(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
 {
     CUcontext c;
     emu_ipc_handle_t h;
@@ -518,7 +572,16 @@ CUresult emu_cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsign
     return CUDA_SUCCESS;
 }
 
-CUresult emu_cuIpcCloseMemHandle(CUdeviceptr dptr)
+CUresult emu_cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
+{
+    emu_lock_holder_t h;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, "cuIpcOpenMemHandle", EMU_WAITS_NOTHING);
+    CUresult st = ipc_open(dptr, handle, flags);
+    emu_unlock(&h);
+    return st;
+}
+
+static CUresult ipc_close(CUdeviceptr dptr)
 {
     CUcontext c;
     emu_alloc_t gone = { .refs = 1 };
@@ -538,5 +601,14 @@ CUresult emu_cuIpcCloseMemHandle(CUdeviceptr dptr)
         emu_ctx_sync(emu_device_ctx(gone.dev));
         munmap((void *)gone.base, gone.size);
     }
+    return st;
+}
+
+CUresult emu_cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    emu_lock_holder_t h;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, "cuIpcCloseMemHandle", EMU_WAITS_DEVICE);
+    CUresult st = ipc_close(dptr);
+    emu_unlock(&h);
     return st;
 }

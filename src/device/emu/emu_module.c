@@ -71,7 +71,7 @@ static int image_is_ours(const char *image)
     return image[i] == '\0' && magic[i] == '\0';
 }
 
-CUresult emu_cuModuleLoadData(CUmodule *mod, const void *image)
+static CUresult module_load(CUmodule *mod, const void *image)
 {
     CUcontext c;
     CUresult st = emu_ctx_get(&c);
@@ -96,6 +96,15 @@ CUresult emu_cuModuleLoadData(CUmodule *mod, const void *image)
     m->magic = EMU_MODULE_MAGIC;
     *mod = m;
     return CUDA_SUCCESS;
+}
+
+CUresult emu_cuModuleLoadData(CUmodule *mod, const void *image)
+{
+    emu_lock_holder_t h;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, "cuModuleLoadData", EMU_WAITS_NOTHING);
+    CUresult st = module_load(mod, image);
+    emu_unlock(&h);
+    return st;
 }
 
 /* Launches already queued keep running: they hold the kernel, not the module. */
