@@ -13,9 +13,9 @@
  * writes into our buffer; a child forked after cuInit gets NOT_INITIALIZED;
  * cuGetProcAddress_v2 gives the exported functions; images: only the magic one loads, and
  * braid_k_copy copies when the kernels are linked in (skipped, saying why, when not);
- * BRAID_EMU_STALL_LAUNCH=2 in a second process: its launch 2 never ends, launch 3 on
- * another stream does, and the process exits normally; strict mode (emu_strict.c), in a
- * second process.
+ * BRAID_EMU_STALL_LAUNCH=2 in a second process, with and without strict mode: its launch
+ * 2 never ends, launch 3 on another stream does, and the process exits normally; strict
+ * mode (emu_strict.c), in a second process.
  * Prints a line per check; exits 1 on any failure, 77 where there is no cuda.h to build
  * against. Sizes are small: it runs on 2-core CI machines.
  */
@@ -415,8 +415,8 @@ static void check_modules(void)
 /*
  * The second process, with BRAID_EMU_STALL_LAUNCH=2: launch 1 ends; launch 2 never does
  * (once the emulator has said so, its stream and an event after it are NOT_READY); launch
- * 3, on another stream, still runs; then the process ends normally, its worker still
- * stuck. Its exit status: its failures.
+ * 3, on another stream, still runs (in strict mode too: the time slice is the process's);
+ * then the process ends normally, its worker still stuck. Its exit status: its failures.
  */
 static int stall_child(const char *errfile)
 {
@@ -455,15 +455,19 @@ static int stall_child(const char *errfile)
     return failures;        /* device memory stays: cuMemFree would wait for launch 2 */
 }
 
-static void check_stall(const char *argv0, const char *dir)
+/* Its emulator's lock files go to dir (TMPDIR), out of the way of other tests. */
+static void check_stall(const char *argv0, const char *dir, int strict)
 {
     static char stall_env[] = "BRAID_EMU_STALL_LAUNCH=2";
-    char *env[] = { stall_env, NULL };
+    static char strict_env[] = "BRAID_EMU_STRICT=1";
+    static char tmpdir_env[DIR_LEN + 8];
+    char *env[] = { stall_env, tmpdir_env, strict ? strict_env : NULL, NULL };
     char errfile[PATH_LEN];
+    snprintf(tmpdir_env, sizeof(tmpdir_env), "TMPDIR=%s", dir);
     tmpdir_path(errfile, dir, "stall.err");
     int st = wait_child(spawn_self(argv0, "--stall", errfile, errfile, env), errfile);
-    check(st == 0, "BRAID_EMU_STALL_LAUNCH=2: a process whose launch 2 never ends exits "
-          "normally (exit status %d)", st);
+    check(st == 0, "BRAID_EMU_STALL_LAUNCH=2%s: a process whose launch 2 never ends exits "
+          "normally (exit status %d)", strict ? ", strict mode" : "", st);
 }
 
 /* ---- strict mode (emu_strict.c) ---------------------------------------------------------- */
@@ -505,6 +509,8 @@ int main(int argc, char **argv)
         return stall_child(argv[2]) != 0;
     if (argc == 3 && strcmp(argv[1], "--strict") == 0)
         return strict_main(argv[0], argv[2]);
+    if (argc == 2 && strcmp(argv[1], "--hold") == 0)
+        return strict_hold_main();
     setenv("BRAID_EMU_DELAY_US", XSTR(DELAY_US), 1);
     setenv("BRAID_EMU_DEVICES", "2", 1);
     if (!check_init(&ctx) || !CU(cuMemHostAlloc((void **)&pinned, NBYTES + 64, 0))) {
@@ -523,7 +529,8 @@ int main(int argc, char **argv)
     check_proc_address();
     check_modules();
     if (tmpdir_make(dir)) {
-        check_stall(argv[0], dir);
+        check_stall(argv[0], dir, 0);
+        check_stall(argv[0], dir, 1);
         check_strict(argv[0], dir);
         tmpdir_remove(dir);
     }

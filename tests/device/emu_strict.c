@@ -8,7 +8,9 @@
  * non-blocking streams neither wait nor are waited for. The driver lock: a cuMemAlloc
  * waits while another thread's pageable copy waits for its stream, and the emulator says
  * so (BRAID_EMU_LOCK_WARN_MS is short here); it does not wait for a cuStreamSynchronize;
- * two threads' pageable copies do not wait for each other.
+ * two threads' pageable copies do not wait for each other. Time slices: our kernel waits
+ * while another process's kernel runs on the device (one that never ends, until that
+ * process is killed).
  *
  * Nothing here depends on how fast the machine is: what must not happen is held back by
  * a gate (a stream waiting for a pinned word that the host writes after the check), and a
@@ -18,6 +20,7 @@
 #if __has_include(<cuda.h>)
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,13 +271,65 @@ static void check_lock(const char *errfile, CUcontext ctx, uint32_t *gate, CUdev
     free(a.host);
 }
 
+/* ---- time slices between processes ------------------------------------------------------- */
+
+#define HOLD_LINE "braid-emu: BRAID_EMU_STALL_LAUNCH=1: launch 1 (braid_k_copy) never ends\n"
+
+/* The third process (--hold): its one kernel never ends, so it holds device 0 until killed. */
+int strict_hold_main(void)
+{
+    CUcontext ctx;
+    CUmodule m;
+    CUfunction f;
+    CUdeviceptr d;
+    if (!CU(cuInit(0)) || !CU(cuDevicePrimaryCtxRetain(&ctx, 0)) || !CU(cuCtxSetCurrent(ctx)) ||
+        !CU(cuMemAlloc(&d, NBYTES)) || !load_copy_kernel(&m, &f) ||
+        !CU(launch_copy(f, NULL, d, d, NBYTES)))
+        return 1;
+    for (;;)
+        pause();
+}
+
+/*
+ * A third process (this program, --hold, BRAID_EMU_STALL_LAUNCH=1) runs a kernel that
+ * never ends on device 0: once it has said so, our kernel there does not run until that
+ * process is killed.
+ */
+static void check_time_slice(const char *argv0, const char *dir, CUfunction f, CUdeviceptr d)
+{
+    static char stall_env[] = "BRAID_EMU_STALL_LAUNCH=1";
+    char *env[] = { stall_env, NULL };
+    char errfile[PATH_LEN];
+    unsigned char out[NBYTES];
+    CUstream n;
+    CUdeviceptr src;
+    if (!CU(cuStreamCreate(&n, CU_STREAM_NON_BLOCKING)) || !CU(cuMemAlloc(&src, NBYTES)))
+        return;
+    CU(cuMemsetD8(src, 0x3a, NBYTES));
+    tmpdir_path(errfile, dir, "hold.err");
+    pid_t pid = spawn_self(argv0, "--hold", NULL, errfile, env);
+    int held = wait_for_text(errfile, HOLD_LINE, NULL);
+    CU(launch_copy(f, n, d, src, NBYTES));
+    int early = wait_stream(n, CUDA_SUCCESS, SETTLE_MS);
+    kill(pid, SIGKILL);
+    wait_child(pid, errfile);
+    CU(cuStreamSynchronize(n));
+    CU(cuMemcpyDtoH(out, d, NBYTES));
+    check(held && !early && all_bytes(out, NBYTES, 0x3a),
+          "our kernel waits while another process's kernel runs on the device, and runs once "
+          "that process is killed");
+    CU(cuMemFree(src));
+    CU(cuStreamDestroy(n));
+}
+
 int strict_main(const char *argv0, const char *dir)
 {
     CUcontext ctx;
     CUdeviceptr d;
     unsigned char *pinned;
     char errfile[PATH_LEN];
-    (void)argv0;
+    CUmodule m;
+    CUfunction f;
     if (!CU(cuInit(0)) || !CU(cuDevicePrimaryCtxRetain(&ctx, 0)) || !CU(cuCtxSetCurrent(ctx)) ||
         !CU(cuMemHostAlloc((void **)&pinned, NBYTES + 64, 0)) || !CU(cuMemAlloc(&d, NBYTES)))
         return 1;
@@ -283,6 +338,10 @@ int strict_main(const char *argv0, const char *dir)
     check_legacy_blocking(pinned, &gates[0], d);
     check_legacy_nonblocking(pinned, &gates[0], d);
     check_lock(errfile, ctx, &gates[0], d);
+    if (load_copy_kernel(&m, &f)) {
+        check_time_slice(argv0, dir, f, d);
+        CU(cuModuleUnload(m));
+    }
     CU(cuMemFree(d));
     CU(cuMemFreeHost(pinned));
     printf("emu_driver --strict: %d checks, %d failed\n", checks, failures);

@@ -59,8 +59,8 @@ int wait_for_text(const char *path, const char *text, const int *stop);
 
 /*
  * This program again (argv0, not /proc/self/exe: under valgrind that is valgrind), as
- * argv0 mode arg, stderr to errfile, with the NAME=VALUE strings of env (NULL-ended)
- * added to its environment. Its pid.
+ * argv0 mode arg (no arg when NULL), stderr to errfile, with the NAME=VALUE strings of env
+ * (NULL-ended) added to its environment. Its pid.
  */
 pid_t spawn_self(const char *argv0, const char *mode, const char *arg, const char *errfile,
                  char *const *env);
@@ -85,5 +85,7 @@ CUresult launch_copy(CUfunction f, CUstream s, CUdeviceptr dst, CUdeviceptr src,
 /* The checks of strict mode (emu_strict.c), in a second process started with
  * BRAID_EMU_STRICT=1, its stderr in dir/strict.err. Its exit status. */
 int strict_main(const char *argv0, const char *dir);
+/* A third process of strict mode's checks (--hold): its kernel on device 0 never ends. */
+int strict_hold_main(void);
 
 #endif

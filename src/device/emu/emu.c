@@ -98,11 +98,15 @@ static void emu_init_once(void)
     emu.no_host_register = env_count("BRAID_EMU_NO_HOST_REGISTER", 0, 1) != 0;
     emu.stall_launch = env_count("BRAID_EMU_STALL_LAUNCH", 0, UINT32_MAX);
     emu.strict = env_count("BRAID_EMU_STRICT", 0, 1) != 0;
-    if (emu.strict)
-        emu_lock_init((unsigned int)env_count("BRAID_EMU_LOCK_WARN_MS", 2000, 3600000));
     if (emu.ndev == 0) {
         emu.init_status = CUDA_ERROR_NO_DEVICE;
         return;
+    }
+    if (emu.strict) {
+        unsigned int warn_ms = (unsigned int)env_count("BRAID_EMU_LOCK_WARN_MS", 2000, 3600000);
+        emu.init_status = emu_lock_init(warn_ms, emu.ndev);
+        if (emu.init_status != CUDA_SUCCESS)
+            return;
     }
     emu.ctx = calloc((size_t)emu.ndev, sizeof(*emu.ctx));
     if (emu.ctx == NULL) {

@@ -8,7 +8,7 @@
  *   emu_copy.c     copies, memsets, stream memory operations: what the host queues
  *   emu_event.c    events
  *   emu_module.c   modules and kernel launches (the host build of kernels/gpu)
- *   emu_lock.c     strict mode's driver lock
+ *   emu_lock.c     strict mode's driver lock and time slices
  *
  * Every entry point of device/cuda_abi.h is implemented as emu_<name> (hidden); emu.c
  * exports each under its plain and its versioned name. The emulator is a separate library:
@@ -18,7 +18,8 @@
  * real driver where a library's bugs would otherwise go unseen:
  *   - a driver lock, which serialises allocations and frees with the copies that wait for
  *     their streams, as the real driver's does (emu_lock.c);
- *   - the legacy NULL stream synchronises implicitly with blocking streams (emu_stream.c).
+ *   - the legacy NULL stream synchronises implicitly with blocking streams (emu_stream.c);
+ *   - processes that share a device run their kernels one at a time (emu_lock.c).
  */
 #ifndef BRAID_DEVICE_EMU_INT_H
 #define BRAID_DEVICE_EMU_INT_H
@@ -100,7 +101,7 @@ typedef enum emu_mem_kind {
 /* The kind of the one allocation that holds all of [p, p + n); NONE if none does. */
 EMU_HIDDEN emu_mem_kind_t emu_mem_kind(CUdeviceptr p, size_t n);
 
-/* ---- emu_lock.c: the driver lock (strict mode) ------------------------------------------- */
+/* ---- emu_lock.c: the driver lock, time slices (strict mode) ------------------------------- */
 
 typedef enum { EMU_LOCK_SHARED, EMU_LOCK_EXCLUSIVE } emu_lock_mode_t;
 /* What a holder waits for while it holds the lock (for the message of a long wait). */
@@ -117,12 +118,15 @@ typedef struct emu_lock_holder {
     int held;                              /* strict mode: it holds the lock */
 } emu_lock_holder_t;
 
-/* By cuInit in strict mode only: the lock is taken from then on. */
-EMU_HIDDEN void emu_lock_init(unsigned int warn_ms);
+/* By cuInit in strict mode only: the lock is taken, and kernels sliced, from then on. */
+EMU_HIDDEN CUresult emu_lock_init(unsigned int warn_ms, int ndev);
 /* Take the lock for call (nothing outside strict mode); emu_unlock(h) releases it. */
 EMU_HIDDEN void emu_lock(emu_lock_holder_t *h, emu_lock_mode_t mode, const char *call,
                          emu_waits_t waits);
 EMU_HIDDEN void emu_unlock(emu_lock_holder_t *h);
+/* Around each kernel run (on a worker): device dev runs one process's kernels at a time. */
+EMU_HIDDEN void emu_slice_enter(CUdevice dev);
+EMU_HIDDEN void emu_slice_exit(CUdevice dev);
 
 /* ---- emu_stream.c: streams and the operations they run ---------------------------------- */
 

@@ -1,6 +1,7 @@
 /*
  * The driver lock of strict mode (BRAID_EMU_STRICT=1): a model of the real driver's
- * internal lock, which makes some calls of different threads wait for each other.
+ * internal lock, which makes some calls of different threads wait for each other; and the
+ * devices' time slices between processes.
  *
  *   shared     a synchronous copy or memset (cuMemcpy, cuMemcpyDtoH, cuMemsetD8, ...), and
  *              an async copy whose host side is pageable: while they wait for their stream
@@ -19,9 +20,22 @@
  * A call that has waited longer than BRAID_EMU_LOCK_WARN_MS (default 2000) says so on
  * stderr, once, naming the holders (a list of the holders' own records, on their stacks),
  * and goes on waiting, as a real driver would hang.
+ *
+ * Time slices, also strict mode's: a GPU runs the kernels of different processes one at a
+ * time, so a kernel that waits for another process's work (a spin on a flag) deadlocks
+ * where the emulator's threads would let both run. Each kernel runs holding an exclusive
+ * flock(2) on its device's lock file, ${TMPDIR:-/tmp}/braid-emu-<uid>-gpu<ordinal>.lock,
+ * opened once per process at cuInit: streams of one process share the open file, so their
+ * kernels still overlap (a count keeps the lock while any runs); other processes wait;
+ * a killed process lets go. Copies and stream waits are not sliced.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,7 +44,15 @@
 
 #define EMU_LOCK_MSG_MAX 1024
 
+/* A device's time slices: this process's side. */
+typedef struct emu_slice {
+    pthread_mutex_t mu;             /* running, and the flock that goes with it */
+    int fd;                         /* the device's lock file; -1: not sliced */
+    int running;                    /* this process's kernels running on the device */
+} emu_slice_t;
+
 static struct {
+    emu_slice_t *slices;            /* one per device */
     pthread_mutex_t mu;             /* everything below */
     pthread_cond_t cv;              /* the lock was released; on CLOCK_MONOTONIC */
     int on;                         /* strict mode */
@@ -40,15 +62,37 @@ static struct {
     emu_lock_holder_t *holders;
 } lk = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-void emu_lock_init(unsigned int warn_ms)
+/* Open device dev's lock file: its fd, or -1 (the device is then not sliced). */
+static int slice_open(CUdevice dev)
+{
+    char path[PATH_MAX];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof(path), "%s/braid-emu-%u-gpu%d.lock",
+             tmp != NULL && *tmp ? tmp : "/tmp", (unsigned int)getuid(), (int)dev);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        emu_warn("strict: cannot open %s (%s): kernels of other processes on device %d may "
+                 "overlap with ours", path, strerror(errno), (int)dev);
+    return fd;
+}
+
+CUresult emu_lock_init(unsigned int warn_ms, int ndev)
 {
     pthread_condattr_t attr;
+    lk.slices = calloc((size_t)ndev, sizeof(*lk.slices));
+    if (lk.slices == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (int d = 0; d < ndev; d++) {
+        pthread_mutex_init(&lk.slices[d].mu, NULL);
+        lk.slices[d].fd = slice_open(d);
+    }
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&lk.cv, &attr);
     pthread_condattr_destroy(&attr);
     lk.warn_ms = warn_ms;
     lk.on = 1;
+    return CUDA_SUCCESS;
 }
 
 static double seconds_since(const struct timespec *t0)
@@ -156,4 +200,39 @@ void emu_unlock(emu_lock_holder_t *h)
     pthread_cond_broadcast(&lk.cv);
     pthread_mutex_unlock(&lk.mu);
     h->held = 0;
+}
+
+/* ---- time slices ------------------------------------------------------------------------- */
+
+/* flock(fd, op), again if a signal interrupts it; a failure is said, and ignored. */
+static void slice_flock(int fd, int op)
+{
+    while (flock(fd, op) != 0) {
+        if (errno != EINTR) {
+            emu_warn("strict: flock of a device's lock file failed: %s", strerror(errno));
+            return;
+        }
+    }
+}
+
+void emu_slice_enter(CUdevice dev)
+{
+    if (!lk.on || lk.slices[dev].fd < 0)
+        return;
+    emu_slice_t *sl = &lk.slices[dev];
+    pthread_mutex_lock(&sl->mu);        /* our other kernels wait here while we wait */
+    if (sl->running++ == 0)
+        slice_flock(sl->fd, LOCK_EX);
+    pthread_mutex_unlock(&sl->mu);
+}
+
+void emu_slice_exit(CUdevice dev)
+{
+    if (!lk.on || lk.slices[dev].fd < 0)
+        return;
+    emu_slice_t *sl = &lk.slices[dev];
+    pthread_mutex_lock(&sl->mu);
+    if (--sl->running == 0)
+        slice_flock(sl->fd, LOCK_UN);
+    pthread_mutex_unlock(&sl->mu);
 }

@@ -9,6 +9,7 @@
  * A launch copies its parameters, then the stream's worker runs every (block, thread) of
  * the grid in turn, setting the thread-local indices before each call.
  * BRAID_EMU_STALL_LAUNCH=N makes the process's N-th launch never end (braid's fault tests).
+ * In strict mode each kernel runs in its device's time slice (emu_lock.c).
  *
  * The table and the indices are weak here: the emulator builds, links and runs without the
  * kernels' library (every name is then CUDA_ERROR_NOT_FOUND).
@@ -43,6 +44,7 @@ struct CUmod_st {
 
 struct emu_launch {
     const braid_emu_kernel_t *k;
+    CUdevice dev;
     uint64_t number;                      /* of the process's launches, from 1 */
     braid_emu_dim3_t grid, block;
     void *params[BRAID_EMU_MAX_PARAMS];   /* into data */
@@ -203,6 +205,7 @@ CUresult emu_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsi
     }
     l->grid = (braid_emu_dim3_t){ gx, gy, gz };
     l->block = (braid_emu_dim3_t){ bx, by, bz };
+    l->dev = s->ctx->dev;
     l->number = __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
     op->u.launch = l;
     emu_stream_push(s, op, 0);
@@ -235,6 +238,7 @@ static __attribute__((noreturn)) void launch_stall(const struct emu_launch *l)
 /* On the stream's worker: every thread of every block, one after the other. */
 void emu_launch_run(struct emu_launch *l)
 {
+    emu_slice_enter(l->dev);
     if (l->number == emu_stall_launch())
         launch_stall(l);
     braid_emu_gridDim = l->grid;
@@ -245,6 +249,7 @@ void emu_launch_run(struct emu_launch *l)
                 braid_emu_blockIdx = (braid_emu_dim3_t){ x, y, z };
                 run_block(l);
             }
+    emu_slice_exit(l->dev);
 }
 
 void emu_launch_free(struct emu_launch *l)
