@@ -87,6 +87,17 @@ enum {
     CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM = 91,
 };
 
+/* cuFuncGetAttribute */
+enum {
+    CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
+    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
+    CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES = 2,
+    CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
+    CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
+    CU_FUNC_ATTRIBUTE_PTX_VERSION = 5,          /* major * 10 + minor */
+    CU_FUNC_ATTRIBUTE_BINARY_VERSION = 6,       /* major * 10 + minor */
+};
+
 enum { CU_STREAM_DEFAULT = 0, CU_STREAM_NON_BLOCKING = 1 };
 #define CU_STREAM_LEGACY ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
@@ -191,6 +202,7 @@ enum { CU_GET_PROC_ADDRESS_SUCCESS = 0, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1
     X(cuModuleLoadData, cuModuleLoadData, (CUmodule *mod, const void *image)) \
     X(cuModuleUnload, cuModuleUnload, (CUmodule mod)) \
     X(cuModuleGetFunction, cuModuleGetFunction, (CUfunction *fn, CUmodule mod, const char *name)) \
+    X(cuFuncGetAttribute, cuFuncGetAttribute, (int *pi, int attrib, CUfunction hfunc)) \
     X(cuLaunchKernel, cuLaunchKernel, \
       (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, \
        unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params, \

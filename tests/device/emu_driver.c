@@ -12,7 +12,8 @@
  * device, pinned and malloc memory; IPC to a second process (this program again) that
  * writes into our buffer; a child forked after cuInit gets NOT_INITIALIZED;
  * cuGetProcAddress_v2 gives the exported functions; images: only the magic one loads, and
- * braid_k_copy copies when the kernels are linked in (skipped, saying why, when not);
+ * braid_k_copy copies, and has attributes, when the kernels are linked in (skipped, saying
+ * why, when not);
  * BRAID_EMU_STALL_LAUNCH=2 in a second process, with and without strict mode: its launch
  * 2 never ends, launch 3 on another stream does, and the process exits normally; strict
  * mode (emu_strict.c), in a second process.
@@ -349,6 +350,7 @@ static void check_proc_address(void)
         { "cuEventDestroy", (void *)cuEventDestroy },          /* _v2 */
         { "cuIpcOpenMemHandle", (void *)cuIpcOpenMemHandle },  /* _v2 */
         { "cuLaunchKernel", (void *)cuLaunchKernel },
+        { "cuFuncGetAttribute", (void *)cuFuncGetAttribute },
         { "cuGetProcAddress", (void *)cuGetProcAddress },      /* _v2 */
     };
     CUdriverProcAddressQueryResult qr;
@@ -385,6 +387,17 @@ static void check_launch_copy(CUfunction f)
     CU(cuMemFree(dst));
 }
 
+static void check_func_attributes(CUfunction f)
+{
+    int v = 0;
+    CHECK_AFTER(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f), v == 1024,
+                "cuFuncGetAttribute: %d threads per block", v);
+    CHECK_AFTER(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f), v > 0,
+                "cuFuncGetAttribute: %d registers", v);
+    CU_ERR(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX, f), CUDA_ERROR_INVALID_VALUE);
+    CU_ERR(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, NULL), CUDA_ERROR_INVALID_HANDLE);
+}
+
 static void check_modules(void)
 {
     static const char elf[] = "\x7f" "ELF\x02\x01\x01";
@@ -405,6 +418,8 @@ static void check_modules(void)
                BRAID_KERNEL_COPY);
     else if (CU(r))
         check_launch_copy(f);
+    if (r == CUDA_SUCCESS)
+        check_func_attributes(f);
     CU(cuModuleUnload(m));
 }
 

@@ -19,7 +19,8 @@
  *   - a driver lock, which serialises allocations and frees with the copies that wait for
  *     their streams, as the real driver's does (emu_lock.c);
  *   - the legacy NULL stream synchronises implicitly with blocking streams (emu_stream.c);
- *   - processes that share a device run their kernels one at a time (emu_lock.c).
+ *   - processes that share a device run their kernels one at a time (emu_lock.c);
+ *   - functions load lazily, at their first launch, under the driver lock (emu_module.c).
  */
 #ifndef BRAID_DEVICE_EMU_INT_H
 #define BRAID_DEVICE_EMU_INT_H

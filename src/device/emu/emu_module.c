@@ -9,7 +9,10 @@
  * A launch copies its parameters, then the stream's worker runs every (block, thread) of
  * the grid in turn, setting the thread-local indices before each call.
  * BRAID_EMU_STALL_LAUNCH=N makes the process's N-th launch never end (braid's fault tests).
- * In strict mode each kernel runs in its device's time slice (emu_lock.c).
+ * In strict mode each kernel runs in its device's time slice (emu_lock.c), and functions
+ * load lazily: cuModuleGetFunction gives a handle, and the first cuLaunchKernel or
+ * cuFuncGetAttribute loads it, on the calling thread, under the driver lock (exclusive),
+ * as CUDA 12.2 and later may. Without it they count as loaded with their module.
  *
  * The table and the indices are weak here: the emulator builds, links and runs without the
  * kernels' library (every name is then CUDA_ERROR_NOT_FOUND).
@@ -33,6 +36,7 @@ extern __thread braid_emu_dim3_t braid_emu_gridDim __attribute__((weak));
 
 struct CUfunc_st {
     uint32_t magic;
+    int loaded;                     /* atomic; strict mode loads lazily: func_load */
     const braid_emu_kernel_t *k;
 };
 
@@ -93,7 +97,8 @@ static CUresult module_load(CUmodule *mod, const void *image)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     for (int i = 0; i < n; i++)
-        m->funcs[i] = (struct CUfunc_st){ .magic = EMU_FUNC_MAGIC, .k = &braid_emu_kernels[i] };
+        m->funcs[i] = (struct CUfunc_st){ .magic = EMU_FUNC_MAGIC, .loaded = !emu_strict(),
+                                          .k = &braid_emu_kernels[i] };
     m->nfuncs = n;
     m->magic = EMU_MODULE_MAGIC;
     *mod = m;
@@ -141,6 +146,52 @@ CUresult emu_cuModuleGetFunction(CUfunction *fn, CUmodule mod, const char *name)
         }
     }
     return CUDA_ERROR_NOT_FOUND;
+}
+
+/*
+ * Load f, if it is not yet: strict mode does it lazily, as CUDA 12.2 and later may, on the
+ * thread that first launches f or asks for its attributes, under the driver lock (call
+ * names it there). The load itself is nothing: the kernels are linked in.
+ */
+static void func_load(CUfunction f, const char *call)
+{
+    emu_lock_holder_t h;
+    if (__atomic_load_n(&f->loaded, __ATOMIC_ACQUIRE))
+        return;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, call, EMU_WAITS_NOTHING);
+    __atomic_store_n(&f->loaded, 1, __ATOMIC_RELEASE);
+    emu_unlock(&h);
+}
+
+/* A function attribute's value, or -1 for one the emulator does not know. */
+static int func_attribute(int attrib)
+{
+    switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return EMU_MAX_BLOCK;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: return 0;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: return 0;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: return 0;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: return 32;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: return 80;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: return 80;
+    default: return -1;
+    }
+}
+
+/* Loads f too, the way NVIDIA documents to force a lazy load. */
+CUresult emu_cuFuncGetAttribute(int *pi, int attrib, CUfunction f)
+{
+    CUresult st = emu_check_init();
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (f == NULL || f->magic != EMU_FUNC_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    int v = func_attribute(attrib);
+    if (pi == NULL || v < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    func_load(f, "cuFuncGetAttribute (load)");
+    *pi = v;
+    return CUDA_SUCCESS;
 }
 
 /* ---- launches ---------------------------------------------------------------------------- */
@@ -196,6 +247,7 @@ CUresult emu_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsi
     if (!dims_ok(gx, gy, gz, bx, by, bz) || shmem > EMU_MAX_SHMEM ||
         f->k->nparams > BRAID_EMU_MAX_PARAMS || (f->k->nparams > 0 && params == NULL))
         return CUDA_ERROR_INVALID_VALUE;
+    func_load(f, "cuLaunchKernel (lazy load)");
     emu_op_t *op = emu_op_new(EMU_OP_LAUNCH);
     struct emu_launch *l = launch_new(f->k, params);
     if (op == NULL || l == NULL) {
