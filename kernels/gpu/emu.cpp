@@ -28,6 +28,6 @@ __thread braid_emu_dim3_t braid_emu_threadIdx, braid_emu_blockIdx, braid_emu_blo
 #define EMU_ROW(_i) braid_emu_row<_i>::row
 const braid_emu_kernel_t braid_emu_kernels[] = {
     EMU_ROW(0), EMU_ROW(1), EMU_ROW(2), EMU_ROW(3), EMU_ROW(4), EMU_ROW(5), EMU_ROW(6),
-    EMU_ROW(7), { nullptr, nullptr, 0, { 0 } },
+    EMU_ROW(7), { nullptr, nullptr, nullptr, 0, { 0 } },
 };
 static_assert(__COUNTER__ - BRAID_EMU_ROW0 <= 8, "more kernels than braid_emu_kernels[] rows");

@@ -7,6 +7,13 @@
  * every (block, thread) of a launch in turn on the stream's worker thread, so kernels must
  * not use __syncthreads or shared memory (braid's kernels loop grid-stride and do not).
  * params[i] points at a copy of parameter i, of param_sizes[i] bytes.
+ *
+ * Device addresses are not always where the host reaches the bytes: in the emulator's
+ * strict mode the host cannot touch device memory (a load or store faults, as on a GPU),
+ * and reaches it through a second mapping. So before the first thread runs, the emulator
+ * calls the kernel's params_to_host once per launch, on its copies of the parameters; it
+ * rewrites the device addresses inside them with braid_emu_host_addr (compat/host's
+ * hip_runtime.h knows which: braid_kargs_t's in[] and out[]).
  */
 #ifndef BRAID_KERNELS_GPU_EMU_ABI_H
 #define BRAID_KERNELS_GPU_EMU_ABI_H
@@ -30,12 +37,20 @@ extern __thread braid_emu_dim3_t braid_emu_threadIdx, braid_emu_blockIdx, braid_
 typedef struct braid_emu_kernel {
     const char *name;                           /* as cuModuleGetFunction asks for it */
     void (*fn)(void **params);
+    void (*params_to_host)(void **params);      /* once per launch, before fn */
     int nparams;
     size_t param_sizes[BRAID_EMU_MAX_PARAMS];
 } braid_emu_kernel_t;
 
 /* Every kernel, ended by an entry whose name is NULL. */
 extern const braid_emu_kernel_t braid_emu_kernels[];
+
+/*
+ * Defined by the emulator: where the host reaches device address p (its second mapping,
+ * in strict mode); any other pointer unchanged. Weak: the kernels' host build also runs
+ * without the emulator (tests/unit/test_gpu_kernels), where every address is the host's.
+ */
+void *braid_emu_host_addr(const void *p) __attribute__((weak));
 
 #ifdef __cplusplus
 }

@@ -109,6 +109,8 @@ static void check_alloc_pattern(void)
     for (size_t i = 0; i < NBYTES; i++)
         zeros += h[i] == 0;
     check(zeros == 0, "a fresh allocation holds garbage, not zeros (%d zero bytes)", zeros);
+    check(!host_faults(d, 0) && !host_faults(d, 1),
+          "without strict mode the host can load and store device memory");
     CU(cuMemFree(d));
 }
 
@@ -271,9 +273,13 @@ static void hex_encode(const void *p, size_t n, char *out)
         sprintf(out + 2 * i, "%02x", ((const unsigned char *)p)[i]);
 }
 
-/* The second process: open the handle (twice: one mapping, counted) and write 0xa7. */
+/*
+ * The second process: open the handle (twice: one mapping, counted), check that the host
+ * can read it without strict mode and cannot with it, and write 0xa7.
+ */
 static int ipc_child(const char *hex)
 {
+    const char *strict = getenv("BRAID_EMU_STRICT");
     CUipcMemHandle h;
     CUcontext ctx;
     CUdeviceptr d, d2;
@@ -291,6 +297,8 @@ static int ipc_child(const char *hex)
     if (cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d) ||
         type != CU_MEMORYTYPE_DEVICE)
         return 4;
+    if (host_faults(d, 0) != (strict != NULL && strcmp(strict, "1") == 0))
+        return 6;
     if (cuIpcCloseMemHandle(d2) || cuMemsetD8(d, 0xa7, NBYTES) || cuIpcCloseMemHandle(d))
         return 5;
     return 0;
@@ -298,7 +306,7 @@ static int ipc_child(const char *hex)
 
 /* The second process is this program again, as argv0 (not /proc/self/exe: under valgrind that
  * is valgrind). */
-static void check_ipc(const char *argv0)
+void check_ipc(const char *argv0)
 {
     CUdeviceptr d, self;
     CUipcMemHandle h;

@@ -11,7 +11,9 @@
  * two threads' pageable copies do not wait for each other. Lazy loading: a function's
  * first launch waits for the driver lock; after cuFuncGetAttribute it does not. Time
  * slices: our kernel waits while another process's kernel runs on the device (one that
- * never ends, until that process is killed).
+ * never ends, until that process is killed). Device memory: a host load or store there
+ * faults, in this process and in one that opened it by IPC; copies, memsets, stream
+ * memory operations and kernels reach it.
  *
  * Nothing here depends on how fast the machine is: what must not happen is held back by
  * a gate (a stream waiting for a pinned word that the host writes after the check), and a
@@ -335,6 +337,43 @@ static void check_lazy_load(const strict_t *t, int forced)
     CU(cuModuleUnload(m));
 }
 
+/* ---- device memory the host cannot touch ------------------------------------------------ */
+
+/*
+ * A host load or store at a device address faults (in a child); copies, memsets and stream
+ * memory operations reach the memory, kernels too (check_lazy_load), and the driver still
+ * answers in device addresses. Then IPC: the opening process cannot touch the memory
+ * either, and its memset reaches it.
+ */
+static void check_device_memory(const strict_t *t)
+{
+    unsigned char out[NBYTES];
+    CUdeviceptr base = 0, p = 0;
+    size_t size = 0;
+    uint32_t v = 0;
+    CUstream s;
+    check(host_faults(t->d + 100, 0) && host_faults(t->d, 1),
+          "a host load or store at a device address faults");
+    CU(cuMemsetD8(t->d, 0x2e, NBYTES));
+    CU(cuMemcpyDtoH(out, t->d, NBYTES));
+    check(all_bytes(out, NBYTES, 0x2e), "a memset and a copy reach device memory");
+    NEED(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU(cuStreamWriteValue32(s, t->d + 8, 0x600dcafe, 0));
+    CU(cuStreamWaitValue32(s, t->d + 8, 0x600dcafe, CU_STREAM_WAIT_VALUE_EQ));
+    int done = wait_stream(s, CUDA_SUCCESS, WAIT_MS);
+    CU(cuMemcpyDtoH(&v, t->d + 8, sizeof(v)));
+    check(done && v == 0x600dcafe, "stream memory operations reach device memory");
+    CU(cuStreamDestroy(s));
+    CHECK_AFTER(cuMemGetAddressRange(&base, &size, t->d + 100), base == t->d && size == NBYTES,
+                "cuMemGetAddressRange answers in device addresses");
+    CHECK_AFTER(cuPointerGetAttribute(&p, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, t->d + 100),
+                p == t->d + 100, "cuPointerGetAttribute answers in device addresses");
+    t->pinned[0] = 0x11;
+    check(!host_faults((CUdeviceptr)(uintptr_t)t->pinned, 0),
+          "the host still reaches pinned memory");
+    check_ipc(t->argv0);
+}
+
 /* ---- time slices between processes ------------------------------------------------------- */
 
 #define HOLD_LINE "braid-emu: BRAID_EMU_STALL_LAUNCH=1: launch 1 (braid_k_copy) never ends\n"
@@ -403,6 +442,7 @@ int strict_main(const char *argv0, const char *dir)
     check_lock_alloc(&t);
     check_lock_sync(&t);
     check_lock_shared(&t);
+    check_device_memory(&t);
     if (load_copy_kernel(&m, &t.copy)) {
         check_lazy_load(&t, 0);
         check_lazy_load(&t, 1);

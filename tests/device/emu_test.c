@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -158,6 +159,26 @@ int wait_child(pid_t pid, const char *errfile)
     if (f != NULL)
         fclose(f);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int host_faults(CUdeviceptr p, int store)
+{
+    static const struct rlimit no_core = { 0, 0 };
+    int status = -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        volatile unsigned char *b = (volatile unsigned char *)(uintptr_t)p;
+        setrlimit(RLIMIT_CORE, &no_core);
+        signal(SIGSEGV, SIG_DFL);
+        if (store)
+            *b = 1;
+        else
+            (void)*b;
+        _exit(0);
+    }
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
 }
 
 int tmpdir_make(char dir[DIR_LEN])

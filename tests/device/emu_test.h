@@ -77,6 +77,13 @@ void tmpdir_remove(const char *dir);
 /* dir/name in path. */
 void tmpdir_path(char path[PATH_LEN], const char *dir, const char *name);
 
+/* Does a load (or a store) of the host at p end a child process with SIGSEGV? */
+int host_faults(CUdeviceptr p, int store);
+
+/* IPC to a second process (this program, --ipc-child) that opens the handle, checks what
+ * the host can do there (nothing in strict mode) and writes. */
+void check_ipc(const char *argv0);
+
 /* braid_k_copy from the emulator's image: 0, saying so, where the kernels are not linked in. */
 int load_copy_kernel(CUmodule *m_p, CUfunction *f_p);
 /* Launch f (braid_k_copy) on s: n bytes from src to dst. */

@@ -7,18 +7,21 @@
  *
  * Device pointers are checked against the allocation table: the range must lie in one
  * allocation the driver made, mapped or pinned (INVALID_VALUE otherwise, where a GPU
- * would fault). A host pointer may be any memory; pageable (not pinned) host memory makes
- * an async copy synchronous, as on the real driver (through a staging buffer there).
+ * would fault); the operation gets where the emulator reaches it (in strict mode the host
+ * cannot touch device memory: emu_mem.c). A host pointer may be any memory; pageable (not
+ * pinned) host memory makes an async copy synchronous, as on the real driver (through a
+ * staging buffer there).
  */
 #include "device/emu/emu_int.h"
 
 /* A copy's side: host (any memory; pinned or not) or device (memory the driver made). */
 typedef enum { EMU_HOST, EMU_DEV } emu_side_t;
 
-/* Is [p, p + n) fine for this side of a copy? *pinned: is it memory the driver knows? */
-static int side_ok(CUdeviceptr p, size_t n, emu_side_t side, int *pinned)
+/* Is [p, p + n) fine for this side of a copy? *pinned: is it memory the driver knows?
+ * *host_p: where the emulator reaches it (emu_mem_find). */
+static int side_ok(CUdeviceptr p, size_t n, emu_side_t side, int *pinned, void **host_p)
 {
-    emu_mem_kind_t kind = emu_mem_kind(p, n);
+    emu_mem_kind_t kind = emu_mem_find(p, n, host_p);
     *pinned = kind != EMU_MEM_NONE;
     return side == EMU_HOST || kind != EMU_MEM_NONE;
 }
@@ -44,16 +47,17 @@ static CUresult copy(const char *call, CUstream stream, CUdeviceptr dst, emu_sid
 {
     CUstream s;
     int dpinned, spinned;
+    void *dhost, *shost;
     CUresult st = emu_stream_get(stream, &s);
     if (st != CUDA_SUCCESS || n == 0)
         return st;
-    if (!side_ok(dst, n, dside, &dpinned) || !side_ok(src, n, sside, &spinned))
+    if (!side_ok(dst, n, dside, &dpinned, &dhost) || !side_ok(src, n, sside, &spinned, &shost))
         return CUDA_ERROR_INVALID_VALUE;
     emu_op_t *op = emu_op_new(EMU_OP_COPY);
     if (op == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.copy.dst = (void *)(uintptr_t)dst;
-    op->u.copy.src = (const void *)(uintptr_t)src;
+    op->u.copy.dst = dhost;
+    op->u.copy.src = shost;
     op->u.copy.n = n;
     push(s, op, sync || !dpinned || !spinned, call);
     return CUDA_SUCCESS;
@@ -110,16 +114,17 @@ static CUresult set(const char *call, CUstream stream, CUdeviceptr dst, uint32_t
     static const emu_op_kind_t kinds[] = { [1] = EMU_OP_SET8, [2] = EMU_OP_SET16,
                                            [4] = EMU_OP_SET32 };
     CUstream s;
+    void *host;
     CUresult st = emu_stream_get(stream, &s);
     if (st != CUDA_SUCCESS || n == 0)
         return st;
     if (dst % width != 0 || n > SIZE_MAX / width ||
-        emu_mem_kind(dst, n * width) == EMU_MEM_NONE)
+        emu_mem_find(dst, n * width, &host) == EMU_MEM_NONE)
         return CUDA_ERROR_INVALID_VALUE;
     emu_op_t *op = emu_op_new(kinds[width]);
     if (op == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.set.dst = (void *)(uintptr_t)dst;
+    op->u.set.dst = host;
     op->u.set.v = v;
     op->u.set.n = n;
     push(s, op, sync, call);
@@ -163,15 +168,17 @@ static CUresult value_op(CUstream stream, CUdeviceptr addr, uint32_t value, unsi
                          emu_op_kind_t kind)
 {
     CUstream s;
+    void *host;
     CUresult st = emu_stream_get(stream, &s);
     if (st != CUDA_SUCCESS)
         return st;
-    if (addr % sizeof(uint32_t) != 0 || emu_mem_kind(addr, sizeof(uint32_t)) == EMU_MEM_NONE)
+    if (addr % sizeof(uint32_t) != 0 ||
+        emu_mem_find(addr, sizeof(uint32_t), &host) == EMU_MEM_NONE)
         return CUDA_ERROR_INVALID_VALUE;
     emu_op_t *op = emu_op_new(kind);
     if (op == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.value.addr = (uint32_t *)(uintptr_t)addr;
+    op->u.value.addr = host;
     op->u.value.v = value;
     op->u.value.flags = flags;
     emu_stream_push(s, op, 0);

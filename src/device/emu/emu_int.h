@@ -20,7 +20,9 @@
  *     their streams, as the real driver's does (emu_lock.c);
  *   - the legacy NULL stream synchronises implicitly with blocking streams (emu_stream.c);
  *   - processes that share a device run their kernels one at a time (emu_lock.c);
- *   - functions load lazily, at their first launch, under the driver lock (emu_module.c).
+ *   - functions load lazily, at their first launch, under the driver lock (emu_module.c);
+ *   - the host cannot touch device memory: only the emulator's copies, memsets, stream
+ *     memory operations and kernels reach it (emu_mem.c).
  */
 #ifndef BRAID_DEVICE_EMU_INT_H
 #define BRAID_DEVICE_EMU_INT_H
@@ -99,8 +101,9 @@ typedef enum emu_mem_kind {
     EMU_MEM_HOST_REG,       /* cuMemHostRegister */
 } emu_mem_kind_t;
 
-/* The kind of the one allocation that holds all of [p, p + n); NONE if none does. */
-EMU_HIDDEN emu_mem_kind_t emu_mem_kind(CUdeviceptr p, size_t n);
+/* The kind of the one allocation that holds all of [p, p + n), NONE if none does; and in
+ * *host_p, where the emulator reaches p (device memory's mirror in strict mode, else p). */
+EMU_HIDDEN emu_mem_kind_t emu_mem_find(CUdeviceptr p, size_t n, void **host_p);
 
 /* ---- emu_lock.c: the driver lock, time slices (strict mode) ------------------------------- */
 

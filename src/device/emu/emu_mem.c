@@ -8,8 +8,18 @@
  * Pinned host memory (cuMemHostAlloc, cuMemHostRegister) is ordinary memory whose device
  * pointer is its host pointer, as with unified addressing.
  *
+ * In strict mode the host cannot touch device memory, as on a GPU: its device address is
+ * a PROT_NONE reservation (a load or store there is a SIGSEGV), and the bytes live in a
+ * second mapping of the memfd, the mirror, that only the emulator uses: copies, memsets,
+ * stream memory operations and kernels reach device memory through emu_mem_find and
+ * braid_emu_host_addr, which give the mirror address of a device address. (No CPU here
+ * has memory protection keys, which would make one mapping do.) Without strict mode the
+ * mirror is the device address itself. Pointer attributes, address ranges and IPC handles
+ * speak in device addresses.
+ *
  * The table (sorted by address, behind one mutex) answers cuPointerGetAttribute(s),
- * cuMemGetAddressRange, and the checks copies and memsets make on device pointers.
+ * cuMemGetAddressRange, the checks copies and memsets make on device pointers, and the
+ * mirror address of each.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +36,8 @@
 #define EMU_GARBAGE 0xfff1deadu   /* NaN as float and double, large and negative as int */
 
 typedef struct emu_alloc {
-    uintptr_t base;
+    uintptr_t base;                 /* the device address */
+    uintptr_t mirror;               /* where the host reaches the bytes (DEVICE, IPC) */
     size_t size;
     emu_mem_kind_t kind;
     CUdevice dev;                   /* where allocated, or current when pinned / opened */
@@ -129,13 +140,22 @@ static bool table_take(CUdeviceptr p, emu_mem_kind_t kind, emu_alloc_t *a_p)
     return found;
 }
 
-emu_mem_kind_t emu_mem_kind(CUdeviceptr p, size_t n)
+emu_mem_kind_t emu_mem_find(CUdeviceptr p, size_t n, void **host_p)
 {
     pthread_mutex_lock(&table.lock);
     emu_alloc_t *a = table_find((uintptr_t)p, n);
     emu_mem_kind_t kind = a != NULL ? a->kind : EMU_MEM_NONE;
+    *host_p = (void *)(a != NULL ? a->mirror + ((uintptr_t)p - a->base) : (uintptr_t)p);
     pthread_mutex_unlock(&table.lock);
     return kind;
+}
+
+/* The kernels' translation (kernels/gpu/emu_abi.h), once per launch and address. */
+void *braid_emu_host_addr(const void *p)
+{
+    void *host;
+    emu_mem_find((CUdeviceptr)(uintptr_t)p, 1, &host);
+    return host;
 }
 
 static CUresult table_insert(const emu_alloc_t *a)
@@ -164,23 +184,53 @@ static void garbage_fill(void *p, size_t n)
     memcpy(&w[i], &g, n % sizeof(g));
 }
 
+/*
+ * Map bytes of memfd fd: the mirror, and the device address, which in strict mode is a
+ * PROT_NONE reservation of its own (the host cannot touch it), else the mirror. 0 on
+ * success; -1 with errno set.
+ */
+static int device_map(int fd, size_t bytes, uintptr_t *base_p, uintptr_t *mirror_p)
+{
+    void *mirror = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (mirror == MAP_FAILED)
+        return -1;
+    void *base = mirror;
+    if (emu_strict())
+        base = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+        int err = errno;
+        munmap(mirror, bytes);
+        errno = err;
+        return -1;
+    }
+    *base_p = (uintptr_t)base;
+    *mirror_p = (uintptr_t)mirror;
+    return 0;
+}
+
+static void device_unmap(const emu_alloc_t *a)
+{
+    if (a->base != a->mirror)
+        munmap((void *)a->base, a->size);
+    munmap((void *)a->mirror, a->size);
+}
+
 /* A fresh memfd of bytes, mapped: its fd and inode in a_p. */
 static CUresult memfd_map(size_t bytes, emu_alloc_t *a_p)
 {
     struct stat sb;
+    uintptr_t base, mirror;
     int fd = memfd_create("braid-emu-device", MFD_CLOEXEC);
     if (fd < 0) {
         emu_warn("cuMemAlloc: memfd_create failed: %s (too many open files? raise ulimit -n)",
                  strerror(errno));
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (ftruncate(fd, (off_t)bytes) != 0 || fstat(fd, &sb) != 0)
+    if (ftruncate(fd, (off_t)bytes) != 0 || fstat(fd, &sb) != 0 ||
+        device_map(fd, bytes, &base, &mirror) != 0)
         goto out_close;
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-        goto out_close;
-    *a_p = (emu_alloc_t){ .base = (uintptr_t)p, .size = bytes, .kind = EMU_MEM_DEVICE,
-                          .fd = fd, .ino = (uint64_t)sb.st_ino };
+    *a_p = (emu_alloc_t){ .base = base, .mirror = mirror, .size = bytes,
+                          .kind = EMU_MEM_DEVICE, .fd = fd, .ino = (uint64_t)sb.st_ino };
     return CUDA_SUCCESS;
 out_close:
     emu_warn("cuMemAlloc: cannot map a memfd of %zu bytes: %s", bytes, strerror(errno));
@@ -201,10 +251,10 @@ static CUresult mem_alloc(CUdeviceptr *dptr, size_t bytes)
     if (st != CUDA_SUCCESS)
         return st;
     a.dev = c->dev;
-    garbage_fill((void *)a.base, bytes);
+    garbage_fill((void *)a.mirror, bytes);
     st = table_insert(&a);
     if (st != CUDA_SUCCESS) {
-        munmap((void *)a.base, bytes);
+        device_unmap(&a);
         close(a.fd);
         return st;
     }
@@ -232,7 +282,7 @@ static CUresult mem_free(CUdeviceptr dptr)
     if (!table_take(dptr, EMU_MEM_DEVICE, &a))
         return CUDA_ERROR_INVALID_VALUE;
     emu_ctx_sync(emu_device_ctx(a.dev));
-    munmap((void *)a.base, a.size);
+    device_unmap(&a);
     close(a.fd);
     return CUDA_SUCCESS;
 }
@@ -279,8 +329,8 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned int flags)
         emu_warn("cuMemHostAlloc: cannot map %zu bytes: %s", bytes, strerror(errno));
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    emu_alloc_t a = { .base = (uintptr_t)p, .size = bytes, .kind = EMU_MEM_HOST_ALLOC,
-                      .dev = c->dev, .fd = -1 };
+    emu_alloc_t a = { .base = (uintptr_t)p, .mirror = (uintptr_t)p, .size = bytes,
+                      .kind = EMU_MEM_HOST_ALLOC, .dev = c->dev, .fd = -1 };
     st = table_insert(&a);
     if (st != CUDA_SUCCESS) {
         munmap(p, bytes);
@@ -333,8 +383,8 @@ static CUresult host_register(void *p, size_t bytes, unsigned int flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (emu_no_host_register())
         return CUDA_ERROR_NOT_SUPPORTED;
-    emu_alloc_t a = { .base = (uintptr_t)p, .size = bytes, .kind = EMU_MEM_HOST_REG,
-                      .dev = c->dev, .fd = -1 };
+    emu_alloc_t a = { .base = (uintptr_t)p, .mirror = (uintptr_t)p, .size = bytes,
+                      .kind = EMU_MEM_HOST_REG, .dev = c->dev, .fd = -1 };
     pthread_mutex_lock(&table.lock);
     if (table_overlaps(a.base, bytes))
         st = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
@@ -496,8 +546,8 @@ CUresult emu_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
     return CUDA_SUCCESS;
 }
 
-/* Map the owner's memfd: INVALID_HANDLE if it is gone (or is another file now). */
-static CUresult ipc_map(const emu_ipc_handle_t *h, void **p_p)
+/* Map the owner's memfd (device_map): INVALID_HANDLE if it is gone (or is another file). */
+static CUresult ipc_map(const emu_ipc_handle_t *h, uintptr_t *base_p, uintptr_t *mirror_p)
 {
     char path[64];
     struct stat sb;
@@ -508,14 +558,12 @@ static CUresult ipc_map(const emu_ipc_handle_t *h, void **p_p)
     CUresult st = CUDA_ERROR_INVALID_HANDLE;
     if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_ino != h->ino || (uint64_t)sb.st_size != h->size)
         goto out_close;
-    void *p = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     st = CUDA_ERROR_MAP_FAILED;
-    if (p == MAP_FAILED) {
+    if (device_map(fd, h->size, base_p, mirror_p) != 0) {
         emu_warn("cuIpcOpenMemHandle: cannot map %s (%llu bytes): %s", path,
                  (unsigned long long)h->size, strerror(errno));
         goto out_close;
     }
-    *p_p = p;
     st = CUDA_SUCCESS;
 out_close:
     close(fd);
@@ -543,7 +591,7 @@ static CUresult ipc_open(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int 
 {
     CUcontext c;
     emu_ipc_handle_t h;
-    void *p;
+    uintptr_t mirror;
     CUresult st = emu_ctx_get(&c);
     if (st != CUDA_SUCCESS)
         return st;
@@ -556,17 +604,16 @@ static CUresult ipc_open(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int 
         return CUDA_ERROR_INVALID_CONTEXT;
     uintptr_t base = ipc_reuse(&h);
     if (base == 0) {
-        st = ipc_map(&h, &p);
+        st = ipc_map(&h, &base, &mirror);
         if (st != CUDA_SUCCESS)
             return st;
-        emu_alloc_t a = { .base = (uintptr_t)p, .size = h.size, .kind = EMU_MEM_IPC,
+        emu_alloc_t a = { .base = base, .mirror = mirror, .size = h.size, .kind = EMU_MEM_IPC,
                           .dev = c->dev, .fd = -1, .ino = h.ino, .owner = h.pid, .refs = 1 };
         st = table_insert(&a);
         if (st != CUDA_SUCCESS) {
-            munmap(p, h.size);
+            device_unmap(&a);
             return st;
         }
-        base = a.base;
     }
     *dptr = (CUdeviceptr)(base + h.offset);
     return CUDA_SUCCESS;
@@ -599,7 +646,7 @@ static CUresult ipc_close(CUdeviceptr dptr)
     pthread_mutex_unlock(&table.lock);
     if (gone.refs == 0) {
         emu_ctx_sync(emu_device_ctx(gone.dev));
-        munmap((void *)gone.base, gone.size);
+        device_unmap(&gone);
     }
     return st;
 }

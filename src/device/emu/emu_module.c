@@ -201,7 +201,8 @@ static size_t param_offset(size_t off)
     return (off + EMU_PARAM_ALIGN - 1) & ~(size_t)(EMU_PARAM_ALIGN - 1);
 }
 
-/* A launch of k with copies of its parameters, taken now. */
+/* A launch of k with copies of its parameters, taken now, their device addresses turned to
+ * where the emulator reaches them now, while they are known (emu_abi.h). */
 static struct emu_launch *launch_new(const braid_emu_kernel_t *k, void **params)
 {
     size_t size = 0;
@@ -218,6 +219,7 @@ static struct emu_launch *launch_new(const braid_emu_kernel_t *k, void **params)
         memcpy(l->params[i], params[i], k->param_sizes[i]);
         size += k->param_sizes[i];
     }
+    k->params_to_host(l->params);
     return l;
 }
 

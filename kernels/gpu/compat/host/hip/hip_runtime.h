@@ -6,7 +6,9 @@
  *
  * Rows are numbered with __COUNTER__ in the one translation unit that includes every
  * kernel (emu.cpp); the entry unpacks params[i] into the kernel's parameter i, whatever
- * their number and types.
+ * their number and types. The row's params_to_host passes each parameter, once per
+ * launch, to braid_emu_param_to_host: an overload for each type that holds device
+ * addresses rewrites them to where the host reaches the bytes (emu_abi.h).
  */
 #ifndef BRAID_KERNELS_GPU_COMPAT_HOST_HIP_RUNTIME_H
 #define BRAID_KERNELS_GPU_COMPAT_HOST_HIP_RUNTIME_H
@@ -17,6 +19,7 @@
 #include <utility>
 
 #include "kernels/gpu/emu_abi.h"
+#include "kernels/gpu/kargs.h"
 
 #define BRAID_KERN_HOST 1
 
@@ -32,9 +35,27 @@
 #define blockDim braid_emu_blockDim
 #define gridDim braid_emu_gridDim
 
+/* Where the host reaches device address p: itself without the emulator. */
+static inline void *braid_emu_to_host(const void *p)
+{
+    return braid_emu_host_addr != nullptr ? braid_emu_host_addr(p) : const_cast<void *>(p);
+}
+
+/* A parameter with no device addresses in it: nothing to rewrite ... */
+template <typename P> inline void braid_emu_param_to_host(P &) {}
+
+/* ... braid's kernels take a braid_kargs_t, whose in[] and out[] are device addresses. */
+inline void braid_emu_param_to_host(braid_kargs_t &a)
+{
+    for (const void *&p : a.in)
+        p = braid_emu_to_host(p);
+    for (void *&p : a.out)
+        p = braid_emu_to_host(p);
+}
+
 /* Row I of the table; rows past the last kernel end it (name NULL). */
 template <int I> struct braid_emu_row {
-    static constexpr braid_emu_kernel_t row = { nullptr, nullptr, 0, { 0 } };
+    static constexpr braid_emu_kernel_t row = { nullptr, nullptr, nullptr, 0, { 0 } };
 };
 
 template <typename K> struct braid_emu_sig;
@@ -53,9 +74,19 @@ template <typename... P> struct braid_emu_sig<void(P...)> {
         call<K>(params, std::index_sequence_for<P...>());
     }
 
+    template <size_t... I> static void to_host(void **params, std::index_sequence<I...>)
+    {
+        (braid_emu_param_to_host(*static_cast<P *>(params[I])), ...);
+    }
+
+    static void params_to_host(void **params)
+    {
+        to_host(params, std::index_sequence_for<P...>());
+    }
+
     static constexpr braid_emu_kernel_t row(const char *name, void (*fn)(void **))
     {
-        return { name, fn, (int)sizeof...(P), { sizeof(P)... } };
+        return { name, fn, params_to_host, (int)sizeof...(P), { sizeof(P)... } };
     }
 };
 
