@@ -18,6 +18,11 @@
  * needs one answers CUDA_ERROR_INVALID_CONTEXT where the thread has none, or where the
  * primary context it has is no longer retained. A process forked after cuInit cannot use
  * the driver (CUDA_ERROR_NOT_INITIALIZED), as with the real one.
+ *
+ * cuInit reads the settings once: BRAID_EMU_DEVICES, BRAID_EMU_DELAY_US (emu_stream.c),
+ * BRAID_EMU_NO_HOST_REGISTER (emu_mem.c), BRAID_EMU_STALL_LAUNCH (emu_module.c) and
+ * BRAID_EMU_STRICT, with, in strict mode, BRAID_EMU_LOCK_WARN_MS (emu_lock.c, which it
+ * sets up); a value out of range is said on stderr and the default used.
  */
 #include <errno.h>
 #include <stdarg.h>

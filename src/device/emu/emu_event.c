@@ -4,7 +4,9 @@
  * (cuStreamWaitEvent, cuEventSynchronize) holds the mark that was latest when it was
  * asked for, so recording the event again meanwhile changes nothing for it. Marks are
  * counted, so an event or a stream destroyed with work in flight is no problem. One lock
- * and one condition serve all marks: waits are few.
+ * and one condition serve all marks: waits are few. Records and waits are operations like
+ * any other, so in strict mode those on the NULL stream synchronise with blocking streams
+ * (emu_stream.c); none takes the driver lock.
  */
 #include <stdlib.h>
 #include <time.h>
