@@ -22,7 +22,7 @@ static_assert(EMU_SAME(KERN_SUM, BRAID_OP_SUM) && EMU_SAME(KERN_PROD, BRAID_OP_P
               EMU_SAME(KERN_MAX, BRAID_OP_MAX) && EMU_SAME(KERN_MIN, BRAID_OP_MIN),
               "kern.h's ops are base/dtype.h's");
 
-__thread braid_emu_dim3_t braid_emu_threadIdx, braid_emu_blockIdx, braid_emu_blockDim,
+BRAID_EMU_TLS braid_emu_dim3_t braid_emu_threadIdx, braid_emu_blockIdx, braid_emu_blockDim,
     braid_emu_gridDim;
 
 #define EMU_ROW(_i) braid_emu_row<_i>::row

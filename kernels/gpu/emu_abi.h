@@ -28,9 +28,21 @@ typedef struct braid_emu_dim3 {
     unsigned int x, y, z;
 } braid_emu_dim3_t;
 
+/*
+ * The emulator's thread-locals (these, and its current context) are initial-exec, in each
+ * thread's static TLS block, though the emulator is loaded with dlopen. Dynamic TLS comes
+ * from malloc at a thread's first access, through __tls_get_addr, and GCC 12's sanitizer
+ * runtime, intercepting it, takes a block that starts 16 bytes into a page for one behind
+ * glibc 2.19's header: it reads the block's range from the 16 bytes before it, which hold
+ * the allocator's chunk header. LeakSanitizer's check at exit scans that range for every
+ * live thread that touched the block, and its tracer dies of SIGSEGV. Every declaration
+ * needs the attribute: one without it makes its accesses dynamic again.
+ */
+#define BRAID_EMU_TLS __thread __attribute__((tls_model("initial-exec")))
+
 /* Defined by the kernels' host build; set by the emulator. */
-extern __thread braid_emu_dim3_t braid_emu_threadIdx, braid_emu_blockIdx, braid_emu_blockDim,
-    braid_emu_gridDim;
+extern BRAID_EMU_TLS braid_emu_dim3_t braid_emu_threadIdx, braid_emu_blockIdx,
+    braid_emu_blockDim, braid_emu_gridDim;
 
 #define BRAID_EMU_MAX_PARAMS 4
 

@@ -50,7 +50,7 @@ static struct {
     pthread_mutex_t lock;           /* retain and release */
 } emu = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static __thread CUcontext emu_current;
+static BRAID_EMU_TLS CUcontext emu_current;   /* initial-exec: kernels/gpu/emu_abi.h */
 
 void emu_warn(const char *fmt, ...)
 {

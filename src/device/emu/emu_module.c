@@ -25,10 +25,10 @@
 #include "kernels/gpu/kargs.h"
 
 extern const braid_emu_kernel_t braid_emu_kernels[] __attribute__((weak));
-extern __thread braid_emu_dim3_t braid_emu_threadIdx __attribute__((weak));
-extern __thread braid_emu_dim3_t braid_emu_blockIdx __attribute__((weak));
-extern __thread braid_emu_dim3_t braid_emu_blockDim __attribute__((weak));
-extern __thread braid_emu_dim3_t braid_emu_gridDim __attribute__((weak));
+extern BRAID_EMU_TLS braid_emu_dim3_t braid_emu_threadIdx __attribute__((weak));
+extern BRAID_EMU_TLS braid_emu_dim3_t braid_emu_blockIdx __attribute__((weak));
+extern BRAID_EMU_TLS braid_emu_dim3_t braid_emu_blockDim __attribute__((weak));
+extern BRAID_EMU_TLS braid_emu_dim3_t braid_emu_gridDim __attribute__((weak));
 
 #define EMU_MAX_BLOCK 1024              /* threads per block */
 #define EMU_MAX_SHMEM (48 * 1024)
