@@ -14,6 +14,7 @@
 #include "algorithms/tune.h"
 #include "algorithms/usched.h"
 #include "base/log.h"
+#include "base/param.h"
 
 extern const braid_algo_t braid_algo_oneshot;
 extern const braid_algo_t braid_algo_twoshot;
@@ -164,23 +165,38 @@ static braid_status_t algo_none_err(const braid_coll_t *coll, size_t bytes)
  * `s` need not be initialised: it is (re)initialised for each algorithm tried. On error it
  * is left empty (freed), so the caller has nothing to release.
  */
+/* A device call's schedule that needs more scratch than the communicator made at init:
+ * the tuner takes the next algorithm if one fits. */
+static int algo_scratch_over(const braid_coll_t *coll, const braid_sched_t *s)
+{
+    return coll->device && s->scratch_bytes > (size_t)braid_param_int(BRAID_P_DEVICE_SCRATCH);
+}
+
 braid_status_t braid_algo_build(const braid_coll_t *coll, braid_sched_t *s,
                                 const braid_algo_t **algo_p)
 {
     braid_tune_plan_t plan;
     size_t es = braid_dtype_size(coll->dtype);
+    int over = -1;                  /* the first choice whose scratch is over the bound */
     braid_sched_init(s, es);
     BRAID_CHECK(algo_coll_check(coll));
     if (coll->force != NULL)
         return algo_force_build(coll, s, algo_p);
     braid_tune_plan_make(coll, &plan);
-    for (int i = 0; i < plan.n; i++) {
+    for (int i = 0; i <= plan.n; i++) {
+        int k = i < plan.n ? i : over;
+        if (k < 0)
+            break;
         braid_sched_init(s, es);
-        braid_status_t st = plan.order[i]->build(coll, s);
+        braid_status_t st = plan.order[k]->build(coll, s);
+        if (st == BRAID_OK && k == i && algo_scratch_over(coll, s)) {
+            over = over < 0 ? i : over;
+            st = BRAID_ERR_UNSUPPORTED;
+        }
         if (st == BRAID_OK) {
             if (algo_p != NULL)
-                *algo_p = plan.order[i];
-            s->slice = braid_tune_plan_commit(coll, &plan, i);
+                *algo_p = plan.order[k];
+            s->slice = braid_tune_plan_commit(coll, &plan, k);
             return BRAID_OK;
         }
         braid_sched_free(s);

@@ -50,9 +50,11 @@ static int tuner_cache_match(uint64_t word, const braid_tune_key_t *key,
 }
 
 /* Whether the call may use the cache: a tuning to hold it, and bytes that fit its word. */
+/* Device calls are ranked every time: their choice also depends on the scratch each
+ * algorithm's build asks for (algo.c), which the cache does not know. */
 static int tuner_cached(const braid_coll_t *coll, const braid_tune_key_t *key)
 {
-    return coll->tune != NULL && key->bytes < (UINT64_C(1) << 53);
+    return coll->tune != NULL && !coll->device && key->bytes < (UINT64_C(1) << 53);
 }
 
 static int tuner_slice_fixed(const braid_coll_t *coll)

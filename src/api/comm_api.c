@@ -10,6 +10,7 @@
 #include "core/enqueue.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "device/device.h"
 
 /* Calls that a group collects fail the whole group when they fail (see coll.c). */
 static ncclResult_t grouped_result(braid_status_t st)
@@ -35,6 +36,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 
 _Static_assert(sizeof(braid_uid_t) <= NCCL_UNIQUE_ID_BYTES, "braid_uid_t fits ncclUniqueId");
 
+/* cudev < 0: the device of the calling thread (its current context's, else 0). */
 static braid_status_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id, int rank,
                                 int cudev, const ncclConfig_t *config, const char *what)
 {
@@ -55,7 +57,7 @@ static braid_status_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqu
     BRAID_CHECK(braid_config_read(config, NULL, &cfg));
     a.rank = rank;
     a.nranks = nranks;
-    a.cudev = cudev;
+    a.cudev = cudev >= 0 ? cudev : braid_device_current();   /* NCCL: cudaGetDevice() */
     BRAID_CHECK(braid_comm_alloc(&cfg, &comm));
     int grouped = braid_group_depth() > 0;
     braid_status_t st = braid_comm_init(comm, &a, grouped || !cfg.blocking);
@@ -73,14 +75,14 @@ static braid_status_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqu
 BRAID_API_TWIN(ncclCommInitRank);
 ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId commId, int rank)
 {
-    return grouped_result(init_rank(newcomm, nranks, &commId, rank, 0, NULL, "ncclCommInitRank"));
+    return grouped_result(init_rank(newcomm, nranks, &commId, rank, -1, NULL, "ncclCommInitRank"));
 }
 
 BRAID_API_TWIN(ncclCommInitRankConfig);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t *config)
 {
-    return grouped_result(init_rank(comm, nranks, &commId, rank, 0, config,
+    return grouped_result(init_rank(comm, nranks, &commId, rank, -1, config,
                                       "ncclCommInitRankConfig"));
 }
 
@@ -121,7 +123,7 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
         if (st < 0)
             return braid_api_result(st);
     }
-    braid_status_t st = init_rank(newcomm, nranks, &commIds[0], myrank, 0, config, what);
+    braid_status_t st = init_rank(newcomm, nranks, &commIds[0], myrank, -1, config, what);
     scalable_stop_unused_roots(commIds, nId);
     return grouped_result(st);
 }

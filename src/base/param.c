@@ -72,6 +72,10 @@ static const param_entry_t param_table[] = {
     [BRAID_P_DEVICE] = P_STR("DEVICE", NULL, "auto",
         "GPU backend: auto (CUDA's driver, else HIP, where one loads and sees a device), "
         "cuda, hip, or host (device buffers are refused)"),
+    [BRAID_P_DEVICE_SCRATCH] = P_SIZE("DEVICE_SCRATCH", NULL, "1M", 0, INT64_C(1) << 40,
+        "device memory each communicator keeps for the scratch of device calls, made at "
+        "init; the tuner picks no algorithm that needs more for a device call (a forced "
+        "one gets more on the calling thread)"),
     [BRAID_P_CHECK_PEERS_MS] = P_INT("CHECK_PEERS_MS", NULL, "100", 1, 3600000,
         "milliseconds between liveness checks of peers while waiting"),
     [BRAID_P_NET] = P_STR("NET", "NCCL_NET", "",

@@ -38,6 +38,7 @@ typedef enum {
     BRAID_P_CPU_ISA,            /* force the host kernel variant: auto, avx512, avx2, generic */
     BRAID_P_HOST_PTR_CHECK,     /* auto/1/0: reject buffers the CPU cannot read */
     BRAID_P_DEVICE,             /* GPU backend: auto, cuda, hip, host */
+    BRAID_P_DEVICE_SCRATCH,     /* device scratch made at init; the tuner's bound for it */
     BRAID_P_CHECK_PEERS_MS,     /* how often a waiting rank checks its peers are alive */
     BRAID_P_NET,                /* NCCL_NET: network provider between hosts */
     BRAID_P_NET_PLUGIN,         /* NCCL_NET_PLUGIN: an external libnccl-net*.so */

@@ -16,6 +16,7 @@
 #include "algorithms/usched.h"
 #include "core/calib.h"
 #include "core/flight.h"
+#include "core/proxy.h"
 #include "topo/host.h"
 
 /* ---- registry of live communicators -------------------------------------------------- */
@@ -323,6 +324,9 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     comm_kernel_ranks(comm);
     comm->stream_min = (size_t)braid_param_int(BRAID_P_STREAM_MIN);
     BRAID_CHECK(braid_comm_transports_setup(comm));
+    if (braid_device() != &braid_device_host)   /* its calls then allocate nothing */
+        BRAID_CHECK(braid_proxy_prepare(comm, comm->cudev < braid_device_count() ? comm->cudev
+                                                                               : 0));
     BRAID_CHECK(braid_calibrate(comm));
     /* Setup's last exchange (calibration has one): no rank leaves it, or its process, while
      * another still waits in its setup, where a closed bootstrap link means a dead rank. */

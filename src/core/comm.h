@@ -123,6 +123,14 @@ void braid_comm_leave(braid_comm_t *comm);
 /* Mark the comm failed with status st (first failure wins) and tell the peers. */
 void braid_comm_set_error(braid_comm_t *comm, braid_status_t st);
 
+/* A device op waits for its GPU (what: BRAID_FLIGHT_WAITS_GPU, braid's kernels of a step)
+ * or, before it starts, for its stream (BRAID_FLIGHT_WAITS_STREAM): called every few
+ * milliseconds with the seconds waited. An abort or revoke stops it; after BRAID_TIMEOUT
+ * it fails naming the call, the rank and what never finished (and the flight recorder
+ * dumps). */
+braid_status_t braid_comm_device_wait(braid_comm_t *comm, const braid_op_t *op, int what,
+                                      double waited);
+
 /* Hooks the executor calls for ops of a communicator (ctx = the comm). */
 extern const braid_exec_hooks_t braid_comm_exec_hooks;
 

@@ -33,6 +33,12 @@ static int op_waits_on(const braid_op_t *op)
     return st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
 }
 
+/* The call's size: its count in elements of the op's type, as bytes. */
+static unsigned long long op_bytes(const braid_op_t *op)
+{
+    return (unsigned long long)op->hdr.count * braid_dtype_size(op->dtype);
+}
+
 /* Has rank r finished this op's collective? Then whatever it does now is its own. */
 static int peer_finished(const braid_peer_health_t *h, const braid_op_t *op)
 {
@@ -193,15 +199,22 @@ static braid_status_t check_calls(braid_comm_t *comm, const braid_op_t *op)
     return BRAID_OK;
 }
 
-static braid_status_t comm_check(void *ctx, const braid_op_t *op, int blocked)
+/* An abort or revoke of the op's communicator stops it. */
+static braid_status_t comm_stopped(braid_comm_t *comm, const braid_op_t *op)
 {
-    braid_comm_t *comm = ctx;
     int s = atomic_load(&comm->state);
     if (s == BRAID_COMM_ABORTED || s == BRAID_COMM_REVOKED)
         return braid_err(BRAID_ERR_ABORTED, "%s #%llu stopped: the communicator (rank %d) was "
                          "%s", braid_coll_name((braid_coll_kind_t)op->hdr.kind),
                          (unsigned long long)op->hdr.seq, comm->rank,
                          s == BRAID_COMM_ABORTED ? "aborted" : "revoked");
+    return BRAID_OK;
+}
+
+static braid_status_t comm_check(void *ctx, const braid_op_t *op, int blocked)
+{
+    braid_comm_t *comm = ctx;
+    BRAID_CHECK(comm_stopped(comm, op));
     braid_flight_progress(op, op_is_p2p(op) ? op->p2p_peer : op_waits_on(op));
     if (!blocked)
         return BRAID_OK;
@@ -226,21 +239,22 @@ static braid_status_t stalled_err(braid_comm_t *comm, const braid_op_t *op, doub
 {
     const char *what = braid_coll_name((braid_coll_kind_t)op->hdr.kind);
     unsigned long long seq = (unsigned long long)op->hdr.seq;
+    unsigned long long count = (unsigned long long)op->hdr.count, bytes = op_bytes(op);
     int peer = op_waits_on(op);
     char missing[1024];
 
     if (op_is_p2p(op))
-        return braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu) with rank %d made no progress "
-                         "for %.0f s (BRAID_TIMEOUT): rank %d has not made the matching call",
-                         what, seq, (unsigned long long)op->hdr.count, peer, waited, peer);
+        return braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu, %llu bytes) with rank %d made "
+                         "no progress for %.0f s (BRAID_TIMEOUT): rank %d has not made the "
+                         "matching call", what, seq, count, bytes, peer, waited, peer);
     if (missing_ranks(comm, op->hdr.seq, missing, sizeof(missing)) > 0)
-        return braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu) made no progress for %.0f s "
-                         "(BRAID_TIMEOUT) on rank %d: ranks %s have not reached it", what, seq,
-                         (unsigned long long)op->hdr.count, waited, comm->rank, missing);
-    return braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu) made no progress for %.0f s "
-                     "(BRAID_TIMEOUT) on rank %d: every rank has started it; rank %d is waiting "
-                     "for rank %d", what, seq, (unsigned long long)op->hdr.count, waited,
-                     comm->rank, comm->rank, peer);
+        return braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu, %llu bytes) made no progress "
+                         "for %.0f s (BRAID_TIMEOUT) on rank %d: ranks %s have not reached it",
+                         what, seq, count, bytes, waited, comm->rank, missing);
+    return braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu, %llu bytes) made no progress "
+                     "for %.0f s (BRAID_TIMEOUT) on rank %d: every rank has started it; rank %d "
+                     "is waiting for rank %d", what, seq, count, bytes, waited, comm->rank,
+                     comm->rank, peer);
 }
 
 static braid_status_t comm_stalled(void *ctx, const braid_op_t *op, double waited)
@@ -250,6 +264,39 @@ static braid_status_t comm_stalled(void *ctx, const braid_op_t *op, double waite
     braid_status_t st = stalled_err(comm, op, waited);
     braid_flight_dump(comm->flight, "timeout", braid_err_last(), 0);
     return st;
+}
+
+braid_status_t braid_comm_device_wait(braid_comm_t *comm, const braid_op_t *op, int what,
+                                      double waited)
+{
+    BRAID_CHECK(comm_stopped(comm, op));
+    braid_flight_progress(op, what);
+    double timeout = (double)braid_param_int(BRAID_P_TIMEOUT);
+    if (timeout <= 0 || waited < timeout)
+        return BRAID_OK;
+    const char *coll = braid_coll_name((braid_coll_kind_t)op->hdr.kind);
+    unsigned long long seq = (unsigned long long)op->hdr.seq;
+    braid_status_t st;
+    if (what == BRAID_FLIGHT_WAITS_STREAM)
+        st = braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu, %llu bytes) has not started "
+                       "after %.0f s (BRAID_TIMEOUT) on rank %d: it waits for its stream, whose "
+                       "work queued before the call has not finished (a kernel or stream "
+                       "operation that never ends)", coll, seq,
+                       (unsigned long long)op->hdr.count, op_bytes(op), waited, comm->rank);
+    else
+        st = braid_err(BRAID_ERR_TIMEOUT, "%s #%llu (count %llu, %llu bytes) made no progress "
+                       "for %.0f s (BRAID_TIMEOUT) on rank %d: it waits for the GPU: braid's "
+                       "kernels of step %d of %d on device %d have not finished (a kernel or "
+                       "stream operation that never ends)", coll, seq,
+                       (unsigned long long)op->hdr.count, op_bytes(op), waited, comm->rank,
+                       op->step, op->sched.nsteps, op->ordinal);
+    braid_flight_dump(comm->flight, "timeout", braid_err_last(), 0);
+    return st;
+}
+
+static braid_status_t comm_gpu_wait(void *ctx, const braid_op_t *op, double waited)
+{
+    return braid_comm_device_wait(ctx, op, BRAID_FLIGHT_WAITS_GPU, waited);
 }
 
 static void comm_drive(void *ctx)
@@ -270,4 +317,5 @@ const braid_exec_hooks_t braid_comm_exec_hooks = {
     .stalled = comm_stalled,
     .drive = comm_drive,
     .near = comm_near,
+    .gpu_wait = comm_gpu_wait,
 };

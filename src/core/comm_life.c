@@ -159,7 +159,8 @@ void braid_comm_free(braid_comm_t *comm, int abort)
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
-    braid_proxy_stop(comm);
+    if (braid_proxy_stop(comm, abort))   /* the device still has work: unmapping waits */
+        comm->tctx.device_unmap = NULL;
     braid_tune_plugin_fini(&comm->tune);
     braid_comm_transports_teardown(comm, final);
     if (comm->bs != NULL)

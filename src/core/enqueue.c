@@ -148,6 +148,7 @@ static braid_status_t op_build(braid_comm_t *comm, const braid_call_t *call, bra
         .recvcounts = call->recvcounts, .rdispls = call->rdispls,
         .vcounts = call->vcounts, .vdispls = call->vdispls,
         .topo = &comm->topo, .tune = &comm->tune, .force = call->algo,
+        .device = call->on_device,
     };
     if (call->vcounts != NULL)
         coll.force = &braid_algo_ring;   /* the one builder of per-rank blocks */

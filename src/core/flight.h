@@ -35,6 +35,11 @@ typedef enum {
 
 #define BRAID_FLIGHT_DEVICE 0x1     /* record flag: a device op, run by the proxy */
 
+/* What a device op waits for besides a peer (waits_on): braid's own kernels of a step on
+ * its GPU, or, before it starts, the work queued on the caller's stream before the call. */
+#define BRAID_FLIGHT_WAITS_GPU (-2)
+#define BRAID_FLIGHT_WAITS_STREAM (-3)
+
 /* One operation. Times are CLOCK_MONOTONIC microseconds, 0 where not taken. */
 typedef struct braid_flight_rec {
     _Atomic uint64_t id;        /* 1 + the op's index on its comm; 0 while (re)written */
@@ -46,7 +51,8 @@ typedef struct braid_flight_rec {
     _Atomic int32_t state;      /* braid_flight_state_t */
     _Atomic int32_t status;     /* braid_status_t of a failed op */
     _Atomic int32_t step, nsteps;
-    _Atomic int32_t waits_on;   /* the peer a running op waited for at its last check */
+    _Atomic int32_t waits_on;   /* the peer a running op waited for at its last check, or
+                                 * BRAID_FLIGHT_WAITS_GPU / _STREAM */
     _Atomic int32_t flags;      /* BRAID_FLIGHT_DEVICE */
     _Atomic uint64_t t_enq, t_start, t_check, t_end;
 } braid_flight_rec_t;
@@ -66,8 +72,8 @@ void braid_flight_queued(braid_flight_t *f, braid_op_t *op, int timed);
 /* Take back the newest record (an op of a dropped group, whose sequence number was given
  * back): the next op reuses it. */
 void braid_flight_unqueue(braid_flight_t *f, braid_op_t *op);
-/* A running op's progress (step, the peer it waits on, the time): at its checks. The
- * first says so in the log (INFO, COLL) where the op waits on a peer. */
+/* A running op's progress (step, the peer it waits on or BRAID_FLIGHT_WAITS_*, the time):
+ * at its checks. The first says so in the log (INFO, COLL) where the op waits on a peer. */
 void braid_flight_progress(const braid_op_t *op, int waits_on);
 
 /*

@@ -303,6 +303,19 @@ static const char *snap_state(const snap_t *s)
     }
 }
 
+/* What the op waits for: "rank" (waits_on), "gpu", "stream", or "" (nothing, or done). */
+static const char *snap_waits_for(const snap_t *s)
+{
+    int waiting = s->state == BRAID_FLIGHT_RUNNING || s->state == BRAID_FLIGHT_FAILED;
+    if (waiting && s->waits_on >= 0)
+        return "rank";
+    if (waiting && s->waits_on == BRAID_FLIGHT_WAITS_GPU)
+        return "gpu";
+    if (s->state == BRAID_FLIGHT_QUEUED && s->waits_on == BRAID_FLIGHT_WAITS_STREAM)
+        return "stream";
+    return "";
+}
+
 typedef struct clocks {
     uint64_t mono_us, wall_us;
 } clocks_t;
@@ -361,8 +374,12 @@ static void text_rec(out_t *o, const snap_t *s, const clocks_t *c)
         if (s->waits_on >= 0) {
             out_s(o, " waits on ");
             out_i(o, s->waits_on);
+        } else if (s->waits_on == BRAID_FLIGHT_WAITS_GPU) {
+            out_s(o, " waits on the GPU (braid's kernels)");
         }
     }
+    if (s->state == BRAID_FLIGHT_QUEUED && s->waits_on == BRAID_FLIGHT_WAITS_STREAM)
+        out_s(o, " waits for its stream (work queued before the call)");
     text_time(o, c, s->t_enq, C_QUEUED);
     text_time(o, c, s->t_start, C_STARTED);
     text_time(o, c, s->t_check, C_CHECKED);
@@ -417,7 +434,9 @@ static void json_rec(out_t *o, const braid_flight_t *f, const snap_t *s, const c
     out_i(o, s->nsteps);
     out_s(o, ",\"waits_on\":");
     int waiting = s->state == BRAID_FLIGHT_RUNNING || s->state == BRAID_FLIGHT_FAILED;
-    out_i(o, waiting ? s->waits_on : -1);
+    out_i(o, waiting && s->waits_on >= 0 ? s->waits_on : -1);
+    out_s(o, ",\"waits_for\":");
+    out_js(o, snap_waits_for(s), 16);
     out_s(o, (s->flags & BRAID_FLIGHT_DEVICE) ? ",\"device\":true" : ",\"device\":false");
     json_time(o, ",\"t_enq_us\":", c, s->t_enq);
     json_time(o, ",\"t_start_us\":", c, s->t_start);

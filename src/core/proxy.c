@@ -10,14 +10,23 @@
  * The caller returns at once; work queued on its stream before the call runs before the
  * collective reads its buffers, work queued after waits for the word. The proxy runs the
  * executor as the calling thread would for host buffers, with each slice computed by
- * kernels on its own stream (device/device.h). Jobs run in order; a job of a communicator
- * that failed or was aborted is not run, but its word is still written, so no stream
- * waits for ever on a communicator that is gone: the failure is in ncclCommGetAsyncError.
+ * kernels on the stream of the communicator's device executor (device/device.h). Jobs run
+ * in order; a job of a communicator that failed or was aborted is not run, but its word is
+ * still written, so no stream waits for ever on a communicator that is gone: the failure
+ * is in ncclCommGetAsyncError.
+ *
+ * Every wait of the proxy on the device is bounded (braid_device_event_wait): an abort
+ * stops it within milliseconds, and after BRAID_TIMEOUT it fails the call naming what
+ * never finished, the caller's stream before the call or braid's own kernels
+ * (braid_comm_device_wait). The driver calls a real driver may serialise behind a lock
+ * that a caller's pageable copy holds while its stream waits for this proxy (allocation,
+ * pinned memory, module and kernel loads) are all made on the threads that make the
+ * communicator or call it, before their job is queued (braid_proxy_prepare, proxy_queue):
+ * none runs on the proxy.
  *
  * The words live in pinned host memory that is never freed: a stream may still be reading
  * a word after the communicator that wrote it was destroyed. (With no GPU backend, plain
- * memory: no stream reads it.) The proxy's device executor is made at the first device
- * call, on that call's device: a proxy that runs only host jobs never touches a GPU.
+ * memory: no stream reads it.)
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -25,7 +34,9 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/param.h"
 #include "core/enqueue.h"
+#include "core/flight.h"
 #include "core/proxy.h"
 
 #define PROXY_WORDS_PER_PAGE 1024
@@ -43,18 +54,29 @@ typedef struct proxy_job {
 
 struct braid_proxy {
     braid_comm_t *comm;
-    int ordinal;                    /* -1 until the first device call */
-    braid_device_exec_t *dx;        /* made by that call's thread, used by the proxy's */
+    braid_device_exec_t *dx;        /* made with the comm (or by its first device call),
+                                     * used by the proxy thread; NULL: none yet */
     pthread_t thread;
+    int started;                    /* the thread runs */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     proxy_job_t *head, *tail;
     int stop;
     uint32_t *word;                 /* the last target done */
     uint32_t issued;                /* the last target handed out (callers, under comm lock) */
+    uint64_t device_jobs;           /* device jobs queued (callers, under comm lock) */
     void **free_events;             /* recycled events (under lock): room for every one */
     int nfree, nmade, free_cap;     /* made: events created, the most that can be free */
 };
+
+#define PROXY_ABORT_WAIT_S 0.5      /* what an abort waits for other executors' work */
+
+/* BRAID_TIMEOUT, in seconds; 0 waits for ever. */
+static double proxy_timeout(void)
+{
+    int t = braid_param_int(BRAID_P_TIMEOUT);
+    return t > 0 ? (double)t : 1e18;
+}
 
 /* ---- completion words ------------------------------------------------------------------ */
 
@@ -95,44 +117,48 @@ static int proxy_comm_gone(const braid_proxy_t *px)
     return s != BRAID_COMM_READY;
 }
 
-/* Wait until the caller's streams reached the call; 0 if the communicator went away. */
-static int job_wait_events(braid_proxy_t *px, proxy_job_t *job)
+/* The wait of a job's first op for the device: `what` it waits for (flight.h). */
+typedef struct job_wait {
+    braid_comm_t *comm;
+    const braid_op_t *op;
+    int what;
+} job_wait_t;
+
+static braid_status_t job_wait_check(void *arg, double waited)
 {
-    const braid_device_ops_t *ops = braid_device();
-    unsigned idle = 0;
-    for (int i = 0; i < job->nevents; i++) {
-        braid_status_t st;
-        while ((st = ops->event_query(job->events[i])) == BRAID_INPROGRESS) {
-            if (proxy_comm_gone(px))
-                return 0;
-            struct timespec ts = { 0, idle < 64 ? 2000 : 200000 };
-            idle++;
-            nanosleep(&ts, NULL);
-        }
-        if (st < 0) {
-            braid_comm_set_error(px->comm, st);
-            return 0;
-        }
-    }
-    return 1;
+    job_wait_t *jw = arg;
+    return braid_comm_device_wait(jw->comm, jw->op, jw->what, waited);
 }
 
-/* Device-resident ncclPreMulSum scalars are read when the call starts, as NCCL does. */
-static braid_status_t job_load_scalars(braid_device_exec_t *dx, proxy_job_t *job)
+/* Wait until the caller's streams reached the call: bounded, an abort ends it. */
+static braid_status_t job_wait_events(braid_proxy_t *px, proxy_job_t *job)
+{
+    job_wait_t jw = { px->comm, job->ops[0], BRAID_FLIGHT_WAITS_STREAM };
+    braid_device_wait_t w = { job_wait_check, &jw };
+    for (int i = 0; i < job->nevents; i++)
+        BRAID_CHECK(braid_device_event_wait(job->events[i], &w));
+    return BRAID_OK;
+}
+
+/* Device-resident ncclPreMulSum scalars are read when the call starts, as NCCL does: an
+ * async copy into the executor's pinned memory, waited for (bounded). */
+static braid_status_t job_load_scalars(braid_proxy_t *px, proxy_job_t *job)
 {
     for (int i = 0; i < job->nops; i++) {
         braid_op_t *op = job->ops[i];
         char raw[8];
         if (op->redop.scalar_dev == NULL)
             continue;
-        BRAID_CHECK(braid_device_exec_read(dx, raw, op->redop.scalar_dev,
-                                           braid_dtype_size(op->dtype)));
+        job_wait_t jw = { px->comm, op, BRAID_FLIGHT_WAITS_GPU };
+        braid_device_wait_t w = { job_wait_check, &jw };
+        BRAID_CHECK(braid_device_exec_read(px->dx, raw, op->redop.scalar_dev,
+                                           braid_dtype_size(op->dtype), &w));
         op->redop.scalar = braid_scalar_load(op->dtype, raw);
     }
     return BRAID_OK;
 }
 
-/* The proxy thread runs device work on the device its executor was made for. */
+/* The proxy thread runs device work on the device of its executor. */
 static braid_status_t job_bind(braid_proxy_t *px, proxy_job_t *job, int *bound)
 {
     int device = 0;
@@ -141,16 +167,21 @@ static braid_status_t job_bind(braid_proxy_t *px, proxy_job_t *job, int *bound)
     if (!device || *bound)
         return BRAID_OK;
     *bound = 1;
-    return braid_device()->bind(px->ordinal);
+    return braid_device()->bind(braid_device_exec_ordinal(px->dx));
 }
 
+/* Device jobs: the driver calls made here are the event polls of job_wait_events and the
+ * async work of the executor's slices (device/slice.c), none of which a driver serialises
+ * behind its allocation lock. */
 static void job_run(braid_proxy_t *px, proxy_job_t *job, int *bound)
 {
-    braid_status_t st = job_wait_events(px, job) ? BRAID_OK : BRAID_ERR_ABORTED;
+    braid_status_t st = proxy_comm_gone(px) ? BRAID_ERR_ABORTED : BRAID_OK;
     if (st == BRAID_OK)
         st = job_bind(px, job, bound);
+    if (st == BRAID_OK)
+        st = job_wait_events(px, job);
     if (st == BRAID_OK && px->dx != NULL)
-        st = job_load_scalars(px->dx, job);
+        st = job_load_scalars(px, job);
     for (int i = 0; i < job->nops; i++)
         if (job->ops[i]->on_device)
             job->ops[i]->dev = px->dx;
@@ -190,48 +221,84 @@ static void *proxy_main(void *arg)
 
 /* ---- the caller's side ----------------------------------------------------------------- */
 
-static braid_status_t proxy_start(braid_comm_t *comm, braid_proxy_t **px_p)
+static braid_status_t proxy_new(braid_comm_t *comm, braid_proxy_t **px_p)
 {
     braid_proxy_t *px = calloc(1, sizeof(*px));
     if (px == NULL)
         return braid_err(BRAID_ERR_NOMEM, "out of memory for a proxy thread");
     px->comm = comm;
-    px->ordinal = -1;
-    pthread_mutex_init(&px->lock, NULL);
-    pthread_cond_init(&px->cond, NULL);
     braid_status_t st = word_take(&px->word);
-    int e = st == BRAID_OK ? pthread_create(&px->thread, NULL, proxy_main, px) : 0;
-    if (e != 0)
-        st = braid_err(BRAID_ERR_SYSTEM, "cannot start the proxy thread: %s", strerror(e));
     if (st < 0) {
-        pthread_cond_destroy(&px->cond);
-        pthread_mutex_destroy(&px->lock);
         free(px);
         return st;
     }
-    BRAID_INFO(BRAID_SUB_PROXY, "proxy thread started");
+    pthread_mutex_init(&px->lock, NULL);
+    pthread_cond_init(&px->cond, NULL);
     *px_p = px;
     return BRAID_OK;
 }
 
-/* The comm's proxy (started at its first job); ordinal >= 0: a device job, whose device
- * the proxy's executor is made for at the first one. Under the comm's lock. */
+/* The device executor, made on the calling thread for device `ordinal` (its kernels
+ * loaded, its stream, pinned and device memory, a first scratch buffer). */
+static braid_status_t proxy_exec_make(braid_comm_t *comm, braid_proxy_t *px, int ordinal)
+{
+    size_t scratch = (size_t)braid_param_int(BRAID_P_DEVICE_SCRATCH);
+    BRAID_CHECK(braid_device_exec_create(ordinal, comm->slot_size, scratch, &px->dx));
+    BRAID_INFO(BRAID_SUB_PROXY, "rank %d runs device calls on device %d", comm->rank, ordinal);
+    return BRAID_OK;
+}
+
+braid_status_t braid_proxy_prepare(braid_comm_t *comm, int ordinal)
+{
+    BRAID_CHECK(proxy_new(comm, &comm->proxy));
+    braid_status_t st = proxy_exec_make(comm, comm->proxy, ordinal);
+    if (st < 0)   /* host calls work; device calls try again and fail with this */
+        BRAID_INFO(BRAID_SUB_PROXY, "rank %d: no device executor made at init (%s)",
+                   comm->rank, braid_err_last());
+    return BRAID_OK;
+}
+
+/* The comm's proxy (made at init where a GPU backend is in use, else at its first job;
+ * its thread starts at its first job); ordinal >= 0: a device job, which needs the
+ * executor on that device. A communicator's device calls use one device: the first one
+ * may still move the executor from the device of init to its buffers'. Under the comm's
+ * lock. */
 static braid_status_t proxy_get(braid_comm_t *comm, int ordinal, braid_proxy_t **px_p)
 {
     if (comm->proxy == NULL)
-        BRAID_CHECK(proxy_start(comm, &comm->proxy));
+        BRAID_CHECK(proxy_new(comm, &comm->proxy));
     braid_proxy_t *px = comm->proxy;
+    if (!px->started) {
+        int e = pthread_create(&px->thread, NULL, proxy_main, px);
+        if (e != 0)
+            return braid_err(BRAID_ERR_SYSTEM, "cannot start the proxy thread: %s",
+                             strerror(e));
+        px->started = 1;
+        BRAID_INFO(BRAID_SUB_PROXY, "proxy thread started");
+    }
     *px_p = px;
-    if (ordinal < 0 || px->ordinal == ordinal)
+    if (ordinal < 0 || (px->dx != NULL && braid_device_exec_ordinal(px->dx) == ordinal))
         return BRAID_OK;
-    if (px->ordinal >= 0)
+    if (px->dx != NULL && px->device_jobs > 0)
         return braid_err(BRAID_ERR_INVALID, "device buffers on device %d, while rank %d's "
                          "communicator runs on device %d: one communicator uses one device",
-                         ordinal, comm->rank, px->ordinal);
-    BRAID_CHECK(braid_device_exec_create(ordinal, comm->slot_size, &px->dx));
-    BRAID_INFO(BRAID_SUB_PROXY, "proxy runs device calls on device %d", ordinal);
-    px->ordinal = ordinal;
-    return BRAID_OK;
+                         ordinal, comm->rank, braid_device_exec_ordinal(px->dx));
+    braid_device_exec_destroy(px->dx, proxy_timeout());   /* nothing ran on it */
+    px->dx = NULL;
+    return proxy_exec_make(comm, px, ordinal);
+}
+
+/* Scratch for the job's device ops, made here (the calling thread) if the executor lacks
+ * it: never by the proxy while device work is in flight. (Past the executor's bound, one
+ * size more than it keeps is enough for it to refuse the group.) */
+static braid_status_t job_reserve(braid_proxy_t *px, braid_op_t **ops, int n)
+{
+    size_t sizes[BRAID_DEVICE_SCRATCH_MAX + 1];
+    int k = 0;
+    for (int i = 0; i < n && k <= BRAID_DEVICE_SCRATCH_MAX; i++)
+        if (ops[i]->on_device && ops[i]->sched.scratch_bytes > 0)
+            sizes[k++] = ops[i]->sched.scratch_bytes;
+    return k > 0 ? braid_device_exec_reserve(px->dx, sizes, k) : BRAID_OK;
 }
 
 /* An event for a caller's stream: a recycled one, or a new one with room kept for it in
@@ -305,6 +372,8 @@ static braid_status_t proxy_queue(braid_comm_t *comm, int ordinal, braid_op_t **
     pthread_mutex_lock(&comm->lock);
     if (st == BRAID_OK)
         st = proxy_get(comm, ordinal, &px);
+    if (st == BRAID_OK && ordinal >= 0)
+        st = job_reserve(px, ops, n);
     if (st < 0) {   /* no proxy to give them to: they fail here */
         pthread_mutex_unlock(&comm->lock);
         free(copy);
@@ -331,6 +400,7 @@ static braid_status_t proxy_queue(braid_comm_t *comm, int ordinal, braid_op_t **
         }
     }
     job->target = ++px->issued;
+    px->device_jobs += ordinal >= 0;
     if (t != NULL)
         t->target = job->target;
     pthread_mutex_lock(&px->lock);
@@ -387,18 +457,20 @@ void braid_proxy_drain(braid_comm_t *comm)
     }
 }
 
-void braid_proxy_stop(braid_comm_t *comm)
+int braid_proxy_stop(braid_comm_t *comm, int abort)
 {
     braid_proxy_t *px = comm->proxy;
     if (px == NULL)
-        return;
-    pthread_mutex_lock(&px->lock);
-    px->stop = 1;
-    pthread_cond_signal(&px->cond);
-    pthread_mutex_unlock(&px->lock);
-    pthread_join(px->thread, NULL);
-    if (px->dx != NULL)
-        braid_device_exec_destroy(px->dx);
+        return 0;
+    if (px->started) {
+        pthread_mutex_lock(&px->lock);
+        px->stop = 1;
+        pthread_cond_signal(&px->cond);
+        pthread_mutex_unlock(&px->lock);
+        pthread_join(px->thread, NULL);
+    }
+    /* an abort returns within a second, whatever another communicator's kernel does */
+    int left = braid_device_exec_destroy(px->dx, abort ? PROXY_ABORT_WAIT_S : proxy_timeout());
     for (int i = 0; i < px->nfree; i++)
         braid_device()->event_destroy(px->free_events[i]);
     free(px->free_events);
@@ -406,4 +478,5 @@ void braid_proxy_stop(braid_comm_t *comm)
     pthread_mutex_destroy(&px->lock);
     free(px);
     comm->proxy = NULL;
+    return left;
 }

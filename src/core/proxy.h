@@ -17,6 +17,11 @@ typedef struct braid_proxy_ticket {
     int nstreams;
 } braid_proxy_ticket_t;
 
+/* At init, where a GPU backend is in use: the comm's proxy with its completion word and
+ * its device executor on `ordinal`, made now, on this thread, so that its calls allocate
+ * nothing and load no kernel (src/device/slice.c). An executor that cannot be made is no
+ * error here: host calls work, and device calls try again and fail with its reason. */
+braid_status_t braid_proxy_prepare(braid_comm_t *comm, int ordinal);
 /* Queue ops of one communicator (heap ops, entered; a call or a group's) for its proxy on
  * device `ordinal` (started at the first call), after an event recorded now on each of
  * their streams. The proxy runs, finishes and frees the ops; on an error the ops are
@@ -42,7 +47,9 @@ braid_status_t braid_proxy_join(const braid_proxy_ticket_t *t);
  * the collective timeout, or at an abort from another thread. */
 void braid_proxy_drain(braid_comm_t *comm);
 /* Run what is queued (or drop it, once the comm failed or was aborted) and end the
- * thread. The comm's busy count is 0, so nothing is queued any more. */
-void braid_proxy_stop(braid_comm_t *comm);
+ * thread. The comm's busy count is 0, so nothing is queued any more. Returns 1 when the
+ * device executor had to leave its memory in place (device/device.h): then no host memory
+ * may be unmapped for the device either. `abort`: wait at most half a second for that. */
+int braid_proxy_stop(braid_comm_t *comm, int abort);
 
 #endif

@@ -151,6 +151,17 @@ static braid_status_t cuda_bind(int ordinal)
     return BRAID_OK;
 }
 
+static braid_status_t cuda_current(int *ordinal_p)
+{
+    CUcontext cur = NULL;
+    CUdevice dev = -1;
+    CU_CALL(cuCtxGetCurrent(&cur));
+    if (cur != NULL)
+        CU_CALL(cuCtxGetDevice(&dev));
+    *ordinal_p = cur != NULL ? (int)dev : -1;
+    return BRAID_OK;
+}
+
 static braid_status_t cuda_describe(int ordinal, char *buf, size_t len)
 {
     CUdevice dev;
@@ -331,13 +342,17 @@ static braid_status_t cuda_module_load(const void *image, size_t size, void **mo
     return r == CUDA_SUCCESS ? BRAID_OK : cu_fail(r, "cuModuleLoadData");
 }
 
+/* An attribute query loads the function (NCCL forces its kernels the same way), which
+ * CUDA's lazy loading (the default from 12.2) would otherwise do at its first launch. */
 static braid_status_t cuda_module_function(void *mod, const char *name, void **fn_p)
 {
+    int threads = 0;
     CUresult r = cu.cuModuleGetFunction((CUfunction *)fn_p, mod, name);
     if (r != CUDA_SUCCESS)
         return braid_err(BRAID_ERR_SYSTEM, "CUDA driver: kernel %s not found in braid's "
                          "module (%d)", name, r);
-    return BRAID_OK;
+    r = cu.cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, *fn_p);
+    return r == CUDA_SUCCESS ? BRAID_OK : cu_fail(r, "cuFuncGetAttribute (loading a kernel)");
 }
 
 static braid_status_t cuda_launch(void *fn, unsigned grid, unsigned block, void *arg,
@@ -355,6 +370,7 @@ const braid_device_ops_t braid_device_cuda = {
     .init = cuda_init,
     .ptr_info = cuda_ptr_info,
     .bind = cuda_bind,
+    .current = cuda_current,
     .describe = cuda_describe,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,

@@ -3,10 +3,14 @@
  * sees a device, else host. Chosen once per process, at the first call that needs it.
  */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/log.h"
 #include "base/param.h"
+#include "base/time.h"
 #include "device/device.h"
 
 static const braid_device_ops_t *const backends[] = { &braid_device_cuda, &braid_device_hip };
@@ -74,6 +78,70 @@ void braid_device_map_host(int ordinal, void *p, size_t bytes)
 void braid_device_unmap_host(void *p)
 {
     const braid_device_ops_t *ops = braid_device();
-    if (ops != &braid_device_host)
+    if (ops != &braid_device_host && !braid_device_stuck())
         ops->host_unregister(p);
+}
+
+static _Atomic int dev_stuck;
+
+void braid_device_set_stuck(void)
+{
+    if (atomic_exchange(&dev_stuck, 1) == 0)
+        BRAID_WARN("%s: work braid queued on a device never finished: from now on braid "
+                   "frees no device memory and unmaps no host memory for the device in this "
+                   "process (the driver would wait for that work first)", braid_device()->name);
+}
+
+int braid_device_stuck(void)
+{
+    return atomic_load(&dev_stuck);
+}
+
+int braid_device_current(void)
+{
+    int ordinal = -1;
+    const braid_device_ops_t *ops = braid_device();
+    if (ops->current(&ordinal) < 0 || ordinal < 0 || ordinal >= dev_count)
+        ordinal = 0;
+    return ordinal;
+}
+
+/*
+ * Polls: a few queries back to back (a short kernel ends within microseconds), then
+ * yielding, then sleeping 10 us doubling up to 250 us (many ranks may share 2 cores); the
+ * clock is read every 16 queries and w->check asked every WAIT_CHECK_S.
+ */
+#define WAIT_SPINS 64
+#define WAIT_YIELDS 1024
+#define WAIT_CHECK_S 0.01
+
+braid_status_t braid_device_event_wait(void *ev, const braid_device_wait_t *w)
+{
+    const braid_device_ops_t *ops = braid_device();
+    double start = 0, next = 0;
+    long sleep_ns = 10000;
+    for (unsigned i = 0;; i++) {
+        braid_status_t st = ops->event_query(ev);
+        if (st != BRAID_INPROGRESS)
+            return st;
+        if (i >= WAIT_YIELDS) {
+            struct timespec ts = { 0, sleep_ns };
+            nanosleep(&ts, NULL);
+            sleep_ns = sleep_ns < 125000 ? 2 * sleep_ns : 250000;
+        } else if (i >= WAIT_SPINS) {
+            sched_yield();
+        }
+        if ((i & 15) != 15)
+            continue;
+        double now = braid_now();
+        if (start == 0) {
+            start = now;
+            next = now + WAIT_CHECK_S;
+        } else if (now >= next) {
+            next = now + WAIT_CHECK_S;
+            st = w->check(w->arg, now - start);
+            if (st < 0)
+                return st;
+        }
+    }
 }

@@ -49,6 +49,9 @@ typedef struct braid_device_ops {
     braid_status_t (*init)(int *ndev_p);
     braid_status_t (*ptr_info)(const void *p, braid_ptr_info_t *info_p);
     braid_status_t (*bind)(int ordinal);                /* this thread uses that device */
+    /* The device this thread uses now (its current context's; CUDA's runtime and PyTorch
+     * set it), or -1 when it has none yet. */
+    braid_status_t (*current)(int *ordinal_p);
     braid_status_t (*describe)(int ordinal, char *buf, size_t len);   /* name, arch */
     braid_status_t (*mem_alloc)(size_t bytes, void **p_p);
     braid_status_t (*mem_free)(void *p);
@@ -76,6 +79,9 @@ typedef struct braid_device_ops {
     braid_status_t (*ipc_close)(void *p);
     /* Load braid's kernels for the bound device (device/kernels.c picks the image). */
     braid_status_t (*module_load)(const void *image, size_t size, void **mod_p);
+    /* A kernel of a loaded module, loaded now: a driver that loads kernels lazily (CUDA
+     * from 12.2) would otherwise load it at its first launch, under a lock that a
+     * caller's pageable copy may hold while its stream waits for that very launch. */
     braid_status_t (*module_function)(void *mod, const char *name, void **fn_p);
     braid_status_t (*launch)(void *fn, unsigned grid, unsigned block, void *arg,
                              size_t arg_bytes, void *stream);
@@ -98,6 +104,11 @@ int braid_device_count(void);
  * instead (said at INFO). Unmap before the memory goes. */
 void braid_device_map_host(int ordinal, void *p, size_t bytes);
 void braid_device_unmap_host(void *p);
+/* Work braid queued on a device never finished (a kernel that hangs): from then on, no
+ * device memory is freed and no host memory unmapped for the device in this process, as
+ * the driver would wait for that work first (and so would a caller's abort). */
+void braid_device_set_stuck(void);
+int braid_device_stuck(void);
 
 
 /*
@@ -109,22 +120,51 @@ int braid_device_check_wanted(void);
 braid_status_t braid_device_check_host(const void *p, const char *what, const char *arg);
 
 /*
+ * Waiting for the device, bounded: the wait polls (spin, yield, then sleeps up to 1 ms) and
+ * every few milliseconds asks check(arg, seconds waited so far): a status < 0 from it ends
+ * the wait with that status (the communicator was aborted, or BRAID_TIMEOUT passed: the
+ * check says what was waited for). No wait on the device blocks inside the driver.
+ */
+typedef struct braid_device_wait {
+    braid_status_t (*check)(void *arg, double waited_s);
+    void *arg;
+} braid_device_wait_t;
+
+/* The device the calling thread uses (its current context's), else 0, as CUDA's runtime
+ * defaults to device 0. */
+int braid_device_current(void);
+/* Wait until event ev (recorded on some stream) has completed. */
+braid_status_t braid_device_event_wait(void *ev, const braid_device_wait_t *w);
+
+/*
  * Running schedules on device buffers: the executor's slice computation as kernels on an
- * internal stream (src/device/exec.c). One braid_device_exec_t per proxy thread.
+ * internal stream (src/device/slice.c). One braid_device_exec_t per communicator, made with
+ * it: everything a real driver may serialise behind a lock (allocation, pinned memory,
+ * module and kernel loads) happens at create, on the thread that makes the communicator,
+ * or in braid_device_exec_reserve on a calling thread, never while the proxy runs device
+ * work (docs/ARCHITECTURE.md, device buffers).
  */
 typedef struct braid_device_exec braid_device_exec_t;
 
-/* `slice_bytes`: the largest slice the executor moves through a slot (the slot size). */
-braid_status_t braid_device_exec_create(int ordinal, size_t slice_bytes,
+/* `slice_bytes`: the largest slice the executor moves through a slot (the slot size);
+ * `scratch_bytes`: the scratch buffer made now (0: none until one is reserved). */
+braid_status_t braid_device_exec_create(int ordinal, size_t slice_bytes, size_t scratch_bytes,
                                         braid_device_exec_t **dx_p);
-void braid_device_exec_destroy(braid_device_exec_t *dx);
+int braid_device_exec_ordinal(const braid_device_exec_t *dx);
+/* Free it, once no executor of the process has work pending on the device (waiting up to
+ * wait_s for the others'): freeing device memory would wait for that work. Returns 1 when
+ * it left its stream and memory in place instead (its own work never finished, or the
+ * others' did not within wait_s, or the device is stuck): then the caller unmaps no host
+ * memory for the device either (braid_device_unmap_host would wait the same way). */
+int braid_device_exec_destroy(braid_device_exec_t *dx, double wait_s);
 
 /* One slice of a step (src/exec/exec.c's slice_compute with device buffers):
  *     value = in OP pre(src)   (in and src, reduce)     value = in       (in only)
  *     value = pre(src)         (src only, pre set)      value = src      (src only)
  *     value /= postdiv when postdiv > 1
  * stored to dst (device memory) and/or out (host memory: a transport slot). `in` is host
- * memory (a slot), src device memory. Returns once every output is written. */
+ * memory (a slot), src device memory. Returns once every output is written, or once w
+ * ends the wait. */
 typedef struct braid_device_slice {
     void *out, *dst;
     const void *in, *src;
@@ -135,7 +175,8 @@ typedef struct braid_device_slice {
     uint64_t postdiv;
 } braid_device_slice_t;
 
-braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_device_slice_t *s);
+braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_device_slice_t *s,
+                                       const braid_device_wait_t *w);
 /*
  * One slice of a bucket plan's step (src/exec/exec_view.c's view_block with device
  * tensors): `count` elements, from flat element esrc of src and edst of dst.
@@ -146,7 +187,7 @@ braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_devi
  *                                              dst->scale, added with dst->accumulate)
  *   without src:  out = in (a copy), dst = in.
  * in and out are host memory (transport slots, wire type), the views' segments device
- * memory. Returns once every output is written.
+ * memory. Returns once every output is written, or once w ends the wait.
  */
 typedef struct braid_device_view_slice {
     const braid_view_t *src, *dst;   /* either may be NULL */
@@ -160,12 +201,21 @@ typedef struct braid_device_view_slice {
 } braid_device_view_slice_t;
 
 braid_status_t braid_device_exec_view_slice(braid_device_exec_t *dx,
-                                            const braid_device_view_slice_t *s);
-/* Copy device memory to the host, on the executor's stream, and wait for it. */
+                                            const braid_device_view_slice_t *s,
+                                            const braid_device_wait_t *w);
+/* Copy up to 8 bytes of device memory (a ncclPreMulSum scalar) to the host: an async copy
+ * into the executor's pinned memory, then a bounded wait. */
 braid_status_t braid_device_exec_read(braid_device_exec_t *dx, void *dst, const void *src,
-                                      size_t bytes);
-/* Device memory for an op's scratch buffer, and its release (kept for the next op: freeing
- * device memory waits for the whole device). */
+                                      size_t bytes, const braid_device_wait_t *w);
+/*
+ * Scratch buffers (at most BRAID_DEVICE_SCRATCH_MAX). On the calling thread, before a job
+ * is queued: make sure that the executor keeps a buffer of at least sizes[i] for each i
+ * at once (allocating what it lacks, there and then). On the thread that runs the job: take one (the smallest that
+ * fits; never allocates) and give it back. Buffers are kept: freeing device memory waits
+ * for the whole device.
+ */
+#define BRAID_DEVICE_SCRATCH_MAX 16
+braid_status_t braid_device_exec_reserve(braid_device_exec_t *dx, const size_t *sizes, int n);
 braid_status_t braid_device_exec_alloc(braid_device_exec_t *dx, size_t bytes, void **p_p);
 void braid_device_exec_free(braid_device_exec_t *dx, void *p);
 

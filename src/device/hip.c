@@ -268,6 +268,13 @@ static braid_status_t hip_bind(int ordinal)
     return BRAID_OK;
 }
 
+/* HIP always has a current device (0 until hipSetDevice). */
+static braid_status_t hip_current(int *ordinal_p)
+{
+    HIP_CALL(hipGetDevice(ordinal_p));
+    return BRAID_OK;
+}
+
 typedef hipError_t (*hip_props_fn_t)(void *props, int ordinal);
 
 /* The getter of hipDeviceProp_t and where gcnArchName sits in the layout it fills. */
@@ -526,6 +533,8 @@ static braid_status_t hip_module_load(const void *image, size_t size, void **mod
     return BRAID_OK;
 }
 
+/* HIP loads a module's code object whole at hipModuleLoadData: no kernel is left to load
+ * at its first launch. */
 static braid_status_t hip_module_function(void *mod, const char *name, void **fn_p)
 {
     hipFunction_t fn = NULL;
@@ -708,6 +717,7 @@ const braid_device_ops_t braid_device_hip = {
     .init = hip_init,
     .ptr_info = hip_ptr_info,
     .bind = hip_bind,
+    .current = hip_current,
     .describe = hip_describe,
     .mem_alloc = hip_mem_alloc,
     .mem_free = hip_mem_free,

@@ -164,6 +164,12 @@ static braid_status_t host_ipc_open(const braid_ipc_handle_t *h, void **p_p)
     return host_none("opening an IPC handle");
 }
 
+static braid_status_t host_current(int *ordinal_p)
+{
+    *ordinal_p = -1;
+    return BRAID_OK;
+}
+
 static braid_status_t host_module_load(const void *image, size_t size, void **mod_p)
 {
     (void)image, (void)size, (void)mod_p;
@@ -189,6 +195,7 @@ const braid_device_ops_t braid_device_host = {
     .init = host_init,
     .ptr_info = host_ptr_info,
     .bind = host_bind,
+    .current = host_current,
     .describe = host_describe,
     .mem_alloc = host_alloc,
     .mem_free = host_free,

@@ -1,13 +1,16 @@
 /*
  * Running the executor's slices on a device: braid's kernels (kernels/gpu) loaded once per
- * device, launched on an internal stream of the proxy that runs the schedule.
+ * device, launched on the stream of the communicator's device executor, which its proxy
+ * thread drives.
  *
  * A slice reads a transport slot (host memory) and the call's buffers (device memory) and
  * writes either or both. Shared-memory slots are mapped for the device (the transport maps
  * its segments through braid_device_map_host), so the kernel reads and writes them where
  * they are; a slot that is not mapped (a network provider's buffer, or a mapping the
- * runtime refused) goes through one of two device bounce buffers. The slice returns once
- * its outputs are written, because the executor commits the slot right after.
+ * runtime refused) is copied by the host into or out of the executor's pinned staging
+ * memory, which the kernels reach. A slice returns once its outputs are written, because
+ * the executor commits the slot right after: it records an event after its kernels and
+ * waits for it, bounded (braid_device_event_wait).
  *
  * A bucket plan's slice (braid_device_exec_view_slice) reads and writes views, tensors of
  * several types: it gathers the source tensors into a device buffer of the accumulation
@@ -15,16 +18,28 @@
  * rounds it to the wire type into the send slot and scatters it to the destination
  * tensors (a braid_k_cast each), all ordered on the one stream.
  *
+ * What a real driver may serialise behind its own lock (device and pinned allocation,
+ * module loads, the first launch of a lazily loaded kernel, synchronous or pageable
+ * copies) is done in braid_device_exec_create, on the thread that makes the communicator,
+ * and in braid_device_exec_reserve, on a calling thread before its job is queued. The
+ * proxy, while device work is in flight, only queues async work on the executor's stream
+ * (launches of loaded kernels, copies between device and pinned memory, memsets, event
+ * records) and polls events; a caller may sit in a pageable copy that waits for this
+ * very proxy, holding that lock.
+ *
  * Kernel images, tried in the table's order for the backend: CUDA loads its fatbin (the
  * driver picks the cubin or JITs the PTX) or, on braid's emulated driver, the emu image;
  * HIP loads its code-object bundle, else compiles the embedded source with hiprtc.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/log.h"
+#include "base/time.h"
 #include "device/device.h"
 #include "kernels/gpu/images.h"
 #include "kernels/gpu/kargs.h"
@@ -32,6 +47,7 @@
 #define DEV_MAX 64
 #define DEV_BLOCK 256
 #define DEV_GRID_MAX 1024
+#define DEV_SCALAR_BYTES 64         /* pinned room for a ncclPreMulSum scalar */
 
 typedef struct dev_kernels {
     void *module;               /* loaded once per device, for the process's life */
@@ -39,11 +55,9 @@ typedef struct dev_kernels {
     const char *image;          /* which image loaded: "cuda sm_80 ...", "hip (hiprtc)" */
 } dev_kernels_t;
 
-/*
- * Device memory is allocated once and kept: freeing it (cuMemFree, hipFree) waits for the
- * whole device, including a caller's stream that waits for this very proxy.
- */
-#define DEV_SCRATCH_MAX 16
+/* Scratch buffers are made by a calling thread and kept (freeing device memory waits for
+ * the whole device, including a caller's stream that waits for this very proxy). */
+#define DEV_SCRATCH_MAX BRAID_DEVICE_SCRATCH_MAX
 
 typedef struct dev_scratch {
     void *p;
@@ -55,11 +69,17 @@ struct braid_device_exec {
     const braid_device_ops_t *ops;
     int ordinal;
     void *stream;
+    void *done;                     /* recorded after a slice's work, then waited for */
+    int pending;                    /* a wait on `done` has not ended well (dev_pending) */
     dev_kernels_t *k;
-    char *bounce_in, *bounce_out;   /* device memory, bounce_bytes each */
-    size_t bounce_bytes;
+    char *pinned;                   /* stage in | stage out | scalar: pinned, device-mapped */
+    char *stage_in, *stage_out;     /* slots the device cannot reach go through here */
+    char *stage_in_dev, *stage_out_dev;   /* the same, as kernels reach them */
+    char *scalar;
+    size_t stage_bytes;
     char *acc_a, *acc_b;            /* bucket plans' values in the acc type, acc_bytes each */
     size_t acc_bytes;
+    pthread_mutex_t scratch_lock;   /* callers add buffers while the proxy takes them */
     dev_scratch_t scratch[DEV_SCRATCH_MAX];
 };
 
@@ -73,6 +93,7 @@ static int image_for(const braid_device_ops_t *ops, const braid_gpu_image_t *img
     return strcmp(ops->name, "hip") == 0 && strcmp(img->kind, "hip") == 0;
 }
 
+/* Each kernel, loaded now (module_function forces it): not at a first launch mid-job. */
 static braid_status_t kernels_find(const braid_device_ops_t *ops, void *mod, dev_kernels_t *k)
 {
     BRAID_CHECK(ops->module_function(mod, BRAID_KERNEL_REDUCE, &k->reduce));
@@ -120,14 +141,82 @@ static braid_status_t kernels_get(const braid_device_ops_t *ops, int ordinal,
     braid_status_t st = BRAID_OK;
     pthread_mutex_lock(&dev_lock);
     dev_kernels_t *k = &dev_kernels[ordinal];
-    if (k->reduce == NULL)
+    if (k->copy == NULL)
         st = kernels_load(ops, k);
     pthread_mutex_unlock(&dev_lock);
     *k_p = k;
     return st;
 }
 
-braid_status_t braid_device_exec_create(int ordinal, size_t slice_bytes,
+/* Where the kernels reach pinned host memory p (NULL: the runtime did not map it). */
+static char *pinned_dev(const braid_device_ops_t *ops, void *p)
+{
+    braid_ptr_info_t info;
+    if (ops->ptr_info(p, &info) < 0 || info.kind != BRAID_MEM_PINNED)
+        return NULL;
+    return info.dptr;
+}
+
+/* The pinned staging memory: stage in, stage out (stage_bytes each), the scalar. */
+static braid_status_t exec_pinned(braid_device_exec_t *dx, size_t stage_bytes)
+{
+    const braid_device_ops_t *ops = dx->ops;
+    BRAID_CHECK(ops->host_alloc(2 * stage_bytes + DEV_SCALAR_BYTES, (void **)&dx->pinned));
+    char *dev = pinned_dev(ops, dx->pinned);
+    if (dev == NULL) {
+        ops->host_free(dx->pinned);
+        return braid_err(BRAID_ERR_DEVICE, "%s: pinned memory is not mapped for device %d",
+                         ops->name, dx->ordinal);
+    }
+    dx->stage_bytes = stage_bytes;
+    dx->stage_in = dx->pinned;
+    dx->stage_out = dx->pinned + stage_bytes;
+    dx->scalar = dx->pinned + 2 * stage_bytes;
+    dx->stage_in_dev = dev;
+    dx->stage_out_dev = dev + stage_bytes;
+    return BRAID_OK;
+}
+
+/* Device memory: the bucket plans' two acc-type buffers (8 bytes per element of a slice
+ * of fp32, so a slice of a narrower wire type takes a few rounds), and a first scratch
+ * buffer. */
+static braid_status_t exec_memory(braid_device_exec_t *dx, size_t slice_bytes,
+                                  size_t scratch_bytes)
+{
+    const braid_device_ops_t *ops = dx->ops;
+    size_t acc = 2 * slice_bytes < 4096 ? 4096 : 2 * slice_bytes;
+    BRAID_CHECK(ops->mem_alloc(acc, (void **)&dx->acc_a));
+    BRAID_CHECK(ops->mem_alloc(acc, (void **)&dx->acc_b));
+    dx->acc_bytes = acc;
+    if (scratch_bytes > 0) {
+        BRAID_CHECK(ops->mem_alloc(scratch_bytes, &dx->scratch[0].p));
+        dx->scratch[0].bytes = scratch_bytes;
+    }
+    return BRAID_OK;
+}
+
+/* Frees what is made; the stream's own work must be done (or never have started). */
+static void exec_release(braid_device_exec_t *dx)
+{
+    const braid_device_ops_t *ops = dx->ops;
+    if (dx->done != NULL)
+        ops->event_destroy(dx->done);
+    if (dx->stream != NULL)
+        ops->stream_destroy(dx->stream);
+    if (dx->pinned != NULL)
+        ops->host_free(dx->pinned);
+    if (dx->acc_a != NULL)
+        ops->mem_free(dx->acc_a);
+    if (dx->acc_b != NULL)
+        ops->mem_free(dx->acc_b);
+    for (int i = 0; i < DEV_SCRATCH_MAX; i++)
+        if (dx->scratch[i].p != NULL)
+            ops->mem_free(dx->scratch[i].p);
+    pthread_mutex_destroy(&dx->scratch_lock);
+    free(dx);
+}
+
+braid_status_t braid_device_exec_create(int ordinal, size_t slice_bytes, size_t scratch_bytes,
                                         braid_device_exec_t **dx_p)
 {
     const braid_device_ops_t *ops = braid_device();
@@ -136,82 +225,196 @@ braid_status_t braid_device_exec_create(int ordinal, size_t slice_bytes,
         return braid_err(BRAID_ERR_NOMEM, "out of memory for a device executor");
     dx->ops = ops;
     dx->ordinal = ordinal;
+    pthread_mutex_init(&dx->scratch_lock, NULL);
     braid_status_t st;
-    BRAID_CHECK_GOTO(st, ops->bind(ordinal), out_free);
-    BRAID_CHECK_GOTO(st, kernels_get(ops, ordinal, &dx->k), out_free);
-    BRAID_CHECK_GOTO(st, ops->mem_alloc(slice_bytes, (void **)&dx->bounce_in), out_free);
-    BRAID_CHECK_GOTO(st, ops->mem_alloc(slice_bytes, (void **)&dx->bounce_out), out_bounce);
-    dx->bounce_bytes = slice_bytes;
-    BRAID_CHECK_GOTO(st, ops->stream_create(&dx->stream), out_bounces);
+    BRAID_CHECK_GOTO(st, ops->bind(ordinal), out_release);
+    BRAID_CHECK_GOTO(st, kernels_get(ops, ordinal, &dx->k), out_release);
+    BRAID_CHECK_GOTO(st, ops->stream_create(&dx->stream), out_release);
+    BRAID_CHECK_GOTO(st, ops->event_create(&dx->done), out_release);
+    BRAID_CHECK_GOTO(st, exec_pinned(dx, slice_bytes), out_release);
+    BRAID_CHECK_GOTO(st, exec_memory(dx, slice_bytes, scratch_bytes), out_release);
     *dx_p = dx;
     return BRAID_OK;
-out_bounces:
-    ops->mem_free(dx->bounce_out);
-out_bounce:
-    ops->mem_free(dx->bounce_in);
-out_free:
-    free(dx);
+out_release:
+    exec_release(dx);
     return st;
 }
 
-void braid_device_exec_destroy(braid_device_exec_t *dx)
+int braid_device_exec_ordinal(const braid_device_exec_t *dx)
+{
+    return dx->ordinal;
+}
+
+/* Executors whose last wait has not ended well: their work may still be queued or
+ * running, and freeing device memory would wait for it. */
+static _Atomic int dev_pending;
+
+static void exec_pending(braid_device_exec_t *dx, int on)
+{
+    if (dx->pending != on)
+        atomic_fetch_add(&dev_pending, on ? 1 : -1);
+    dx->pending = on;
+}
+
+int braid_device_exec_destroy(braid_device_exec_t *dx, double wait_s)
 {
     if (dx == NULL)
-        return;
-    dx->ops->stream_sync(dx->stream);
-    dx->ops->stream_destroy(dx->stream);
-    dx->ops->mem_free(dx->bounce_in);
-    dx->ops->mem_free(dx->bounce_out);
-    if (dx->acc_a != NULL)
-        dx->ops->mem_free(dx->acc_a);
-    if (dx->acc_b != NULL)
-        dx->ops->mem_free(dx->acc_b);
-    for (int i = 0; i < DEV_SCRATCH_MAX; i++)
-        if (dx->scratch[i].p != NULL)
-            dx->ops->mem_free(dx->scratch[i].p);
-    free(dx);
+        return 0;
+    if (dx->pending && dx->ops->event_query(dx->done) != BRAID_INPROGRESS)
+        exec_pending(dx, 0);
+    if (dx->pending)   /* its own work never finished */
+        braid_device_set_stuck();
+    /* other executors' work: ends at once, or at their timeout (then the device is stuck) */
+    for (double end = braid_now() + wait_s; !braid_device_stuck() &&
+                                            atomic_load(&dev_pending) > 0 && braid_now() < end;) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    if (braid_device_stuck() || atomic_load(&dev_pending) > 0) {
+        BRAID_WARN("%s device %d: work braid queued has not finished: a device executor's "
+                   "stream and memory are left in place (freeing them would wait for it)",
+                   dx->ops->name, dx->ordinal);
+        pthread_mutex_destroy(&dx->scratch_lock);
+        free(dx);
+        return 1;
+    }
+    exec_release(dx);
+    return 0;
+}
+
+/* The work queued on the executor's stream so far has finished (or w gave up on it: after
+ * a timeout, the device is stuck). */
+static braid_status_t exec_wait(braid_device_exec_t *dx, const braid_device_wait_t *w)
+{
+    exec_pending(dx, 1);
+    BRAID_CHECK(dx->ops->event_record(dx->done, dx->stream));
+    braid_status_t st = braid_device_event_wait(dx->done, w);
+    if (st == BRAID_OK)
+        exec_pending(dx, 0);
+    else if (st == BRAID_ERR_TIMEOUT)
+        braid_device_set_stuck();
+    return st;
 }
 
 braid_status_t braid_device_exec_read(braid_device_exec_t *dx, void *dst, const void *src,
-                                      size_t bytes)
+                                      size_t bytes, const braid_device_wait_t *w)
 {
-    BRAID_CHECK(dx->ops->copy_async(dst, src, bytes, dx->stream));
-    return dx->ops->stream_sync(dx->stream);
+    if (bytes > DEV_SCALAR_BYTES)
+        return braid_err(BRAID_ERR_INTERNAL, "a %zu-byte device read (at most %d)", bytes,
+                         DEV_SCALAR_BYTES);
+    BRAID_CHECK(dx->ops->copy_async(dx->scalar, src, bytes, dx->stream));
+    BRAID_CHECK(exec_wait(dx, w));
+    memcpy(dst, dx->scalar, bytes);
+    return BRAID_OK;
 }
 
-/* A kept buffer of at least `bytes`: the smallest free one that fits, else a new one. */
+/* ---- scratch ---------------------------------------------------------------------------- */
+
+/* The sizes, largest first (n is a group's ops on one communicator: a few). */
+static void sizes_sort(size_t *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] > v[j - 1]; j--) {
+            size_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+}
+
+/* Which of sizes[] (largest first) no kept buffer covers, each buffer covering one: into
+ * lack[], their number returned. Under scratch_lock. */
+static int scratch_lacking(braid_device_exec_t *dx, const size_t *sizes, int n, size_t *lack)
+{
+    int taken[DEV_SCRATCH_MAX] = { 0 }, nlack = 0;
+    for (int i = 0; i < n; i++) {
+        int best = -1;
+        for (int j = 0; j < DEV_SCRATCH_MAX; j++)
+            if (dx->scratch[j].p != NULL && !taken[j] && dx->scratch[j].bytes >= sizes[i] &&
+                (best < 0 || dx->scratch[j].bytes < dx->scratch[best].bytes))
+                best = j;
+        if (best >= 0)
+            taken[best] = 1;
+        else
+            lack[nlack++] = sizes[i];
+    }
+    return nlack;
+}
+
+static braid_status_t scratch_add(braid_device_exec_t *dx, void *p, size_t bytes)
+{
+    braid_status_t st = BRAID_ERR_USAGE;
+    pthread_mutex_lock(&dx->scratch_lock);
+    for (int j = 0; j < DEV_SCRATCH_MAX && st < 0; j++)
+        if (dx->scratch[j].p == NULL) {
+            dx->scratch[j] = (dev_scratch_t){ .p = p, .bytes = bytes };
+            st = BRAID_OK;
+        }
+    pthread_mutex_unlock(&dx->scratch_lock);
+    if (st < 0)
+        return braid_err(st, "more than %d device scratch buffers (a group of that many "
+                         "collectives with scratch on one communicator)", DEV_SCRATCH_MAX);
+    return BRAID_OK;
+}
+
+braid_status_t braid_device_exec_reserve(braid_device_exec_t *dx, const size_t *sizes, int n)
+{
+    size_t want[DEV_SCRATCH_MAX], lack[DEV_SCRATCH_MAX];
+    if (n > DEV_SCRATCH_MAX)
+        return braid_err(BRAID_ERR_USAGE, "a group of %d collectives with scratch on one "
+                         "communicator (at most %d)", n, DEV_SCRATCH_MAX);
+    memcpy(want, sizes, (size_t)n * sizeof(*want));
+    sizes_sort(want, n);
+    pthread_mutex_lock(&dx->scratch_lock);
+    int nlack = scratch_lacking(dx, want, n, lack);
+    pthread_mutex_unlock(&dx->scratch_lock);
+    for (int i = 0; i < nlack; i++) {
+        void *p;
+        BRAID_CHECK(dx->ops->bind(dx->ordinal));
+        BRAID_CHECK(dx->ops->mem_alloc(lack[i], &p));
+        BRAID_INFO(BRAID_SUB_PROXY, "device %d: a %zu-byte scratch buffer made for a call",
+                   dx->ordinal, lack[i]);
+        braid_status_t st = scratch_add(dx, p, lack[i]);
+        if (st < 0) {
+            dx->ops->mem_free(p);
+            return st;
+        }
+    }
+    return BRAID_OK;
+}
+
+/* A reserved buffer of at least `bytes`: the smallest free one that fits. */
 braid_status_t braid_device_exec_alloc(braid_device_exec_t *dx, size_t bytes, void **p_p)
 {
-    dev_scratch_t *best = NULL, *empty = NULL;
+    dev_scratch_t *best = NULL;
+    pthread_mutex_lock(&dx->scratch_lock);
     for (int i = 0; i < DEV_SCRATCH_MAX; i++) {
         dev_scratch_t *sc = &dx->scratch[i];
-        if (sc->p == NULL && empty == NULL)
-            empty = sc;
         if (sc->p != NULL && !sc->used && sc->bytes >= bytes &&
             (best == NULL || sc->bytes < best->bytes))
             best = sc;
     }
-    if (best == NULL && empty == NULL)
-        return braid_err(BRAID_ERR_USAGE, "more than %d device scratch buffers in use at "
-                         "once (a group of that many collectives on one communicator)",
-                         DEV_SCRATCH_MAX);
-    if (best == NULL) {
-        BRAID_CHECK(dx->ops->mem_alloc(bytes, &empty->p));
-        empty->bytes = bytes;
-        best = empty;
+    if (best != NULL) {
+        best->used = 1;
+        *p_p = best->p;
     }
-    best->used = 1;
-    *p_p = best->p;
+    pthread_mutex_unlock(&dx->scratch_lock);
+    if (best == NULL)
+        return braid_err(BRAID_ERR_INTERNAL, "no device scratch buffer of %zu bytes was "
+                         "reserved for the call", bytes);
     return BRAID_OK;
 }
 
 void braid_device_exec_free(braid_device_exec_t *dx, void *p)
 {
+    pthread_mutex_lock(&dx->scratch_lock);
     for (int i = 0; i < DEV_SCRATCH_MAX; i++)
         if (dx->scratch[i].p == p && p != NULL)
             dx->scratch[i].used = 0;
+    pthread_mutex_unlock(&dx->scratch_lock);
 }
 
+/* The kernels were loaded at create (kernels_find), so a launch only queues work on the
+ * stream: nothing a driver serialises behind its allocation lock. */
 static braid_status_t launch(braid_device_exec_t *dx, void *fn, braid_kargs_t *a,
                              size_t units)
 {
@@ -221,8 +424,9 @@ static braid_status_t launch(braid_device_exec_t *dx, void *fn, braid_kargs_t *a
     return dx->ops->launch(fn, (unsigned)grid, DEV_BLOCK, a, sizeof(*a), dx->stream);
 }
 
-/* The kernel that computes the slice's value from `in` (device copy of the slot, or NULL)
- * and src into a->out[]. Nothing to do when the value is src itself, already in place. */
+/* The kernel that computes the slice's value from `in` (the slot as the kernels reach it,
+ * or NULL) and src into a->out[]. Nothing to do when the value is src itself, already in
+ * place. */
 static braid_status_t slice_kernel(braid_device_exec_t *dx, const braid_device_slice_t *s,
                                    const void *in, braid_kargs_t *a)
 {
@@ -251,8 +455,9 @@ static braid_status_t slice_kernel(braid_device_exec_t *dx, const braid_device_s
     return launch(dx, dx->k->reduce, a, s->count);
 }
 
-/* Where the kernels reach a slot directly: a mapped slot's device address, else NULL. */
-static void *slot_mapped(braid_device_exec_t *dx, const void *p)
+/* Where the kernels reach a slot directly: a mapped slot's device address, else NULL.
+ * (A pointer query: answered from the driver's tables, never behind its lock.) */
+static char *slot_mapped(braid_device_exec_t *dx, const void *p)
 {
     braid_ptr_info_t info;
     if (p == NULL || dx->ops->ptr_info(p, &info) < 0 || info.kind != BRAID_MEM_PINNED)
@@ -260,29 +465,43 @@ static void *slot_mapped(braid_device_exec_t *dx, const void *p)
     return info.dptr;
 }
 
-braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_device_slice_t *s)
+/* A slot as the kernels reach it: mapped, or through staging (`in`: copied there now). */
+static braid_status_t slot_dev(braid_device_exec_t *dx, const void *slot, size_t bytes,
+                               int in, char **dev_p)
 {
-    const braid_device_ops_t *ops = dx->ops;
-    const void *in = slot_mapped(dx, s->in);
-    void *out = slot_mapped(dx, s->out);
+    char *p = slot_mapped(dx, slot);
+    if (p == NULL && bytes > dx->stage_bytes)
+        return braid_err(BRAID_ERR_INTERNAL, "a %zu-byte slice is larger than the %zu-byte "
+                         "device staging buffers", bytes, dx->stage_bytes);
+    if (p == NULL && in)
+        memcpy(dx->stage_in, slot, bytes);
+    *dev_p = p != NULL ? p : in ? dx->stage_in_dev : dx->stage_out_dev;
+    return BRAID_OK;
+}
+
+/* After the wait: an output slot written through staging gets its bytes. */
+static void slot_out_done(braid_device_exec_t *dx, void *slot, const char *dev, size_t bytes)
+{
+    if (slot != NULL && dev == dx->stage_out_dev)
+        memcpy(slot, dx->stage_out, bytes);
+}
+
+braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_device_slice_t *s,
+                                       const braid_device_wait_t *w)
+{
+    char *in = NULL, *out = NULL;
     braid_kargs_t a;
     memset(&a, 0, sizeof(a));
-    if (((s->in != NULL && in == NULL) || (s->out != NULL && out == NULL)) &&
-        s->bytes > dx->bounce_bytes)
-        return braid_err(BRAID_ERR_INTERNAL, "a %zu-byte slice is larger than the %zu-byte "
-                         "device bounce buffers", s->bytes, dx->bounce_bytes);
-    if (s->in != NULL && in == NULL) {
-        BRAID_CHECK(ops->copy_async(dx->bounce_in, s->in, s->bytes, dx->stream));
-        in = dx->bounce_in;
-    }
-    if (s->out != NULL && out == NULL)
-        out = dx->bounce_out;
+    if (s->in != NULL)
+        BRAID_CHECK(slot_dev(dx, s->in, s->bytes, 1, &in));
+    if (s->out != NULL)
+        BRAID_CHECK(slot_dev(dx, s->out, s->bytes, 0, &out));
     a.out[0] = s->dst != NULL ? s->dst : out;
     a.out[1] = s->dst != NULL ? out : NULL;
     BRAID_CHECK(slice_kernel(dx, s, in, &a));
-    if (out == dx->bounce_out)
-        BRAID_CHECK(ops->copy_async(s->out, dx->bounce_out, s->bytes, dx->stream));
-    return ops->stream_sync(dx->stream);
+    BRAID_CHECK(exec_wait(dx, w));
+    slot_out_done(dx, s->out, out, s->bytes);
+    return BRAID_OK;
 }
 
 /* ---- bucket plans: slices that read and write views (src/exec/exec_view.c's twin) ---- */
@@ -318,7 +537,7 @@ static braid_status_t view_gather(braid_device_exec_t *dx, const braid_view_t *v
     size_t as = braid_dtype_size(acc), first, k;
     while ((k = braid_view_next(&it, &s, &first)) > 0) {
         char *to = a + (first - e) * as;
-        if (s == NULL)
+        if (s == NULL)   /* an async memset of device memory: queued, as a launch */
             BRAID_CHECK(dx->ops->memset_async(to, 0, k * as, dx->stream));
         else
             BRAID_CHECK(view_cast(dx, acc, to, s->dtype, braid_seg_at(s, first), k, pre, 0));
@@ -338,34 +557,6 @@ static braid_status_t view_scatter(braid_device_exec_t *dx, const braid_view_t *
             BRAID_CHECK(view_cast(dx, s->dtype, braid_seg_at(s, first), vt,
                                   vals + (first - e) * vs, k, v->scaled ? &v->scale : NULL,
                                   v->accumulate));
-    return BRAID_OK;
-}
-
-/* The two acc-type buffers, allocated at the first bucket plan's slice and kept: 8 bytes
- * per element of a slice of fp32, so a slice of a narrower wire type takes a few rounds. */
-static braid_status_t view_scratch(braid_device_exec_t *dx)
-{
-    if (dx->acc_b != NULL)
-        return BRAID_OK;
-    size_t bytes = 2 * dx->bounce_bytes < 4096 ? 4096 : 2 * dx->bounce_bytes;
-    if (dx->acc_a == NULL)
-        BRAID_CHECK(dx->ops->mem_alloc(bytes, (void **)&dx->acc_a));
-    BRAID_CHECK(dx->ops->mem_alloc(bytes, (void **)&dx->acc_b));
-    dx->acc_bytes = bytes;
-    return BRAID_OK;
-}
-
-/* A slot as the kernels reach it: mapped, or through a bounce buffer (`in`: filled now). */
-static braid_status_t view_slot(braid_device_exec_t *dx, const void *slot, size_t bytes,
-                                char *bounce, int in, char **dev_p)
-{
-    char *p = slot_mapped(dx, slot);
-    if (p == NULL && bytes > dx->bounce_bytes)
-        return braid_err(BRAID_ERR_INTERNAL, "a %zu-byte slice is larger than the %zu-byte "
-                         "device bounce buffers", bytes, dx->bounce_bytes);
-    if (p == NULL && in)
-        BRAID_CHECK(dx->ops->copy_async(bounce, slot, bytes, dx->stream));
-    *dev_p = p != NULL ? p : bounce;
     return BRAID_OK;
 }
 
@@ -404,27 +595,27 @@ static braid_status_t view_chunk(braid_device_exec_t *dx, const braid_device_vie
 
 /* With a source view: in rounds of what the acc buffers hold. */
 static braid_status_t view_slice_src(braid_device_exec_t *dx,
-                                     const braid_device_view_slice_t *s, size_t bytes)
+                                     const braid_device_view_slice_t *s, size_t bytes,
+                                     char **out_p)
 {
-    const braid_device_ops_t *ops = dx->ops;
-    char *in = NULL, *out = NULL;
-    BRAID_CHECK(view_scratch(dx));
+    char *in = NULL;
     if (s->in != NULL && s->reduce)
-        BRAID_CHECK(view_slot(dx, s->in, bytes, dx->bounce_in, 1, &in));
+        BRAID_CHECK(slot_dev(dx, s->in, bytes, 1, &in));
     if (s->out != NULL)
-        BRAID_CHECK(view_slot(dx, s->out, bytes, dx->bounce_out, 0, &out));
+        BRAID_CHECK(slot_dev(dx, s->out, bytes, 0, out_p));
     size_t round = dx->acc_bytes / braid_dtype_size((braid_dtype_t)s->acc);
     for (size_t o = 0; o < s->count; o += round)
-        BRAID_CHECK(view_chunk(dx, s, in, out, o, s->count - o < round ? s->count - o : round));
-    if (out == dx->bounce_out)
-        BRAID_CHECK(ops->copy_async(s->out, dx->bounce_out, bytes, dx->stream));
+        BRAID_CHECK(view_chunk(dx, s, in, *out_p, o,
+                               s->count - o < round ? s->count - o : round));
     return BRAID_OK;
 }
 
 braid_status_t braid_device_exec_view_slice(braid_device_exec_t *dx,
-                                            const braid_device_view_slice_t *s)
+                                            const braid_device_view_slice_t *s,
+                                            const braid_device_wait_t *w)
 {
     size_t ws = braid_dtype_size((braid_dtype_t)s->wire), bytes = s->count * ws;
+    char *out = NULL;
     if (ws == 0 || braid_dtype_size((braid_dtype_t)s->acc) == 0 ||
         (s->src == NULL && s->in == NULL))
         return braid_err(BRAID_ERR_INTERNAL, "a bucket plan's device slice has no input or "
@@ -432,19 +623,21 @@ braid_status_t braid_device_exec_view_slice(braid_device_exec_t *dx,
     if (s->count == 0)
         return BRAID_OK;
     if (s->src != NULL) {
-        BRAID_CHECK(view_slice_src(dx, s, bytes));
+        BRAID_CHECK(view_slice_src(dx, s, bytes, &out));
     } else {
         /* the received value passes through: to the send slot as is, to the tensors cast */
         if (s->out != NULL)
             memcpy(s->out, s->in, bytes);
         if (s->dst != NULL) {
             char *in;
-            BRAID_CHECK(view_slot(dx, s->in, bytes, dx->bounce_in, 1, &in));
+            BRAID_CHECK(slot_dev(dx, s->in, bytes, 1, &in));
             BRAID_CHECK(view_scatter(dx, s->dst, s->edst, s->count, (braid_dtype_t)s->wire,
                                      in));
         }
     }
-    return dx->ops->stream_sync(dx->stream);
+    BRAID_CHECK(exec_wait(dx, w));
+    slot_out_done(dx, s->out, out, bytes);
+    return BRAID_OK;
 }
 
 void braid_device_report(void (*line)(void *arg, const char *text), void *arg)

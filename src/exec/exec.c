@@ -372,7 +372,16 @@ static braid_status_t slice_device(const braid_op_t *op, const braid_step_t *st,
         .premul = braid_step_pre(op, st),
         .postdiv = (st->flags & BRAID_STEP_FINAL) ? r->postdiv : 0,
     };
-    return braid_device_exec_slice(op->dev, &s);
+    braid_device_wait_t w = braid_op_device_wait(op);
+    return braid_device_exec_slice(op->dev, &s, &w);
+}
+
+braid_status_t braid_op_gpu_check(void *arg, double waited_s)
+{
+    const braid_op_t *op = arg;
+    if (op->hooks == NULL || op->hooks->gpu_wait == NULL)
+        return BRAID_OK;
+    return op->hooks->gpu_wait(op->hook_ctx, op, waited_s);
 }
 
 /*

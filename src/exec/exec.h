@@ -49,6 +49,10 @@ typedef struct braid_exec_hooks {
     /* Called now and then while the op waits (may be NULL): publish where this rank runs,
      * and say whether the peer the op waits on last ran on the same CPU. */
     int (*near)(void *ctx, const struct braid_op *op);
+    /* Called every few milliseconds while the op waits for its device (braid's kernels of
+     * a slice): an error stops it (an abort; after BRAID_TIMEOUT, one that says that the
+     * GPU never finished them). */
+    braid_status_t (*gpu_wait)(void *ctx, const struct braid_op *op, double waited_s);
 } braid_exec_hooks_t;
 
 #define BRAID_HDR_HISTORY 8
@@ -114,6 +118,13 @@ static inline const braid_scalar_t *braid_step_pre(const braid_op_t *op,
 {
     int own = (st->flags & BRAID_STEP_REDUCE) && !(st->flags & BRAID_STEP_ACC);
     return own && op->redop.premul ? &op->redop.scalar : NULL;
+}
+
+/* How the op waits for its device: bounded by its hooks' gpu_wait. */
+braid_status_t braid_op_gpu_check(void *op, double waited_s);
+static inline braid_device_wait_t braid_op_device_wait(const braid_op_t *op)
+{
+    return (braid_device_wait_t){ .check = braid_op_gpu_check, .arg = (void *)op };
 }
 
 /* Zero every field of op but the inline arrays (sched's steps and the tickets, 1.5 KB that

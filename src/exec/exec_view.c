@@ -128,7 +128,8 @@ static braid_status_t view_slice_device(const braid_op_t *op, const braid_step_t
         .op = op->redop.kind, .reduce = in != NULL && (st->flags & BRAID_STEP_REDUCE),
         .pre = pre != NULL ? &pre->f : NULL,
     };
-    return braid_device_exec_view_slice(op->dev, &s);
+    braid_device_wait_t w = braid_op_device_wait(op);
+    return braid_device_exec_view_slice(op->dev, &s, &w);
 }
 
 braid_status_t braid_exec_view_slice(const braid_op_t *op, const braid_step_t *st, char *out,

@@ -123,6 +123,10 @@ typedef struct braid_coll {
      * single-copy algorithms are used. */
     braid_pull_t pull;
     size_t pull_min;
+    /* A call on device buffers: its scratch comes from device memory made at init, so the
+     * tuner takes an algorithm that needs at most BRAID_DEVICE_SCRATCH of it where one
+     * fits (the same on every rank: the parameter is the job's). */
+    int device;
     /* alltoallv only: element counts and displacements, nranks each */
     const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
     const size_t *vcounts, *vdispls;   /* AllGatherV / ReduceScatterV: per-rank element

@@ -12,7 +12,7 @@
  * receive, reduce and scatter; receive, send and scatter; receive and scatter), over wire
  * and accumulation types from fp8 to fp64, every op, with and without the op's pre-scale
  * and the destination's scale and accumulation, slots mapped for the device and not (the
- * bounce buffers), the destination the source's own tensors (in place) or others at
+ * staging memory), the destination the source's own tensors (in place) or others at
  * another offset, slices of random lengths up to the slot, which for narrow wire types
  * takes the executor several rounds of its accumulation buffers.
  *
@@ -103,8 +103,18 @@ static void to_device(void *d, const void *h, size_t bytes)
 
 static void from_device(void *h, const void *d, size_t bytes)
 {
-    assert_int_equal(braid_device_exec_read(dx, h, d, bytes), BRAID_OK);
+    assert_int_equal(ops->copy_async(h, d, bytes, NULL), BRAID_OK);
+    assert_int_equal(ops->stream_sync(NULL), BRAID_OK);
 }
+
+/* The executor's waits: a slice that takes a minute has hung. */
+static braid_status_t wait_check(void *arg, double waited)
+{
+    (void)arg;
+    return waited < 60 ? BRAID_OK : BRAID_ERR_TIMEOUT;
+}
+
+static const braid_device_wait_t wait_1min = { wait_check, NULL };
 
 /* Mostly small multiples of 1/8 (sums stay exact long enough to be interesting), some
  * with full mantissas, large (fp8 saturates), tiny (subnormal), -0 and infinities, and
@@ -274,7 +284,7 @@ typedef struct vcase {
     double scale;
 } vcase_t;
 
-/* A host slot: mapped for the device (pinned) or plain malloc (the bounce buffers). */
+/* A host slot: mapped for the device (pinned) or plain malloc (the staging memory). */
 static void *slot_alloc(int mapped)
 {
     void *p = NULL;
@@ -341,7 +351,7 @@ static void run_case(const vcase_t *c, const char *name)
             fill(c->wire, in, n, 1);
         memset(out, 0x5a, SLICE_BYTES);
         memset(want, 0x5a, SLICE_BYTES);
-        assert_int_equal(braid_device_exec_view_slice(dx, &s), BRAID_OK);
+        assert_int_equal(braid_device_exec_view_slice(dx, &s, &wait_1min), BRAID_OK);
         s.src = has_src ? &sv_host : NULL;
         s.dst = has_dst ? &dv_host : NULL;
         ref_slice(&s, has_out ? want : NULL);
@@ -396,7 +406,7 @@ static void test_view_slices(void **state)
                          "slots %s, dst %s +%d", shape_names[shape], braid_dtype_name(c.wire),
                          braid_dtype_name(c.acc), braid_opkind_name((braid_opkind_t)op),
                          c.pre != NULL ? *c.pre : 1.0, c.scaled ? c.scale : 1.0,
-                         c.accumulate ? " accumulated" : "", c.mapped ? "mapped" : "bounced",
+                         c.accumulate ? " accumulated" : "", c.mapped ? "mapped" : "staged",
                          c.in_place ? "in place" : "apart", c.dshift);
                 run_case(&c, name);
             }
@@ -405,7 +415,7 @@ static void test_view_slices(void **state)
 }
 
 /* Slices the executor refuses: nothing to read, a bad type, a slot that goes through the
- * bounce buffers and is larger than they are. */
+ * staging memory and is larger than it is. */
 static void test_view_refused(void **state)
 {
     static char slot[SLICE_BYTES + 4];
@@ -413,15 +423,15 @@ static void test_view_refused(void **state)
     braid_device_view_slice_t s = { .count = 4, .wire = BRAID_FP32, .acc = BRAID_FP32 };
     (void)state;
 
-    assert_true(braid_device_exec_view_slice(dx, &s) < 0);
+    assert_true(braid_device_exec_view_slice(dx, &s, &wait_1min) < 0);
     s.in = slot;
     s.acc = BRAID_NUM_DTYPES;
-    assert_true(braid_device_exec_view_slice(dx, &s) < 0);
+    assert_true(braid_device_exec_view_slice(dx, &s, &wait_1min) < 0);
     s.acc = BRAID_FP32;
     s.dst = &none;
-    assert_int_equal(braid_device_exec_view_slice(dx, &s), BRAID_OK);
+    assert_int_equal(braid_device_exec_view_slice(dx, &s, &wait_1min), BRAID_OK);
     s.count = SLICE_BYTES / 4 + 1;
-    assert_true(braid_device_exec_view_slice(dx, &s) < 0);
+    assert_true(braid_device_exec_view_slice(dx, &s, &wait_1min) < 0);
 }
 
 static int setup(void **state)
@@ -433,7 +443,7 @@ static int setup(void **state)
         fprintf(stderr, "test_device_view: the CUDA backend did not load the driver\n");
         return -1;
     }
-    if (ops->bind(0) < 0 || braid_device_exec_create(0, SLICE_BYTES, &dx) < 0) {
+    if (ops->bind(0) < 0 || braid_device_exec_create(0, SLICE_BYTES, 0, &dx) < 0) {
         fprintf(stderr, "test_device_view: no device executor: %s\n", braid_err_last());
         return -1;
     }
@@ -443,7 +453,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    braid_device_exec_destroy(dx);
+    braid_device_exec_destroy(dx, 60);
     return 0;
 }
 
