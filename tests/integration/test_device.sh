@@ -12,7 +12,8 @@ build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 emu=$build/src/device/emu/.libs
 check=$build/tests/integration/coll_check
 fault=$build/tests/fault/device_fault
-for f in "$emu/libcuda.so.1" "$check" "$fault"; do
+stall=$build/tests/fault/device_stall
+for f in "$emu/libcuda.so.1" "$check" "$fault" "$stall"; do
     [ -e "$f" ] || { echo "test_device.sh: $f is not built" >&2; exit 99; }
 done
 export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -54,6 +55,8 @@ run "all_reduce_perf, 2 processes, device buffers, checked" perf_buffers device 
 run "all_gather_perf, 2 processes, device buffers, checked" perf_buffers device all_gather_perf
 run "all_reduce_perf --host-buffers, 2 processes" perf_buffers host all_reduce_perf --host-buffers
 run "device_fault: abort, async error, mixed buffers" "$fault"
+run "device_stall: a late rank, a stream and a kernel that never finish, abort meanwhile" \
+    "$stall"
 
 # A program built against NVIDIA's cuda.h and nccl.h, linked to NVIDIA's libnccl.so.2 and
 # libcuda.so.1, run on braid's libnccl.so.2 and the emulated libcuda.so.1.
