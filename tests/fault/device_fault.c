@@ -8,8 +8,10 @@
  *             ncclCommGetAsyncError says so, and rank 0's stream is released
  *   mixed     a device send buffer with a pageable host receive buffer: ncclInvalidArgument
  *             at the call, and the stream and buffers are untouched
- *   finalize  ncclCommFinalize right after a queued all-reduce: the all-reduce still runs
- *             (finalize waits for device work before it tells the peers), with the right sum
+ *   finalize  ncclCommFinalize right after a queued all-reduce: the all-reduce has run
+ *             when finalize returns (finalize waits for device work before it tells the
+ *             peers): the sum is in the buffer, read at once on a stream that does not wait
+ *             for the all-reduce, and the calls' own stream sees it too
  *
  * Every operation of the emulated driver's streams is delayed (BRAID_EMU_DELAY_US, set
  * here before the driver starts), so calls are still queued when the next step comes.
@@ -142,6 +144,31 @@ static void case_mixed(void)
     case_end(&c);
 }
 
+static int all_equal(const float *v, float want)
+{
+    int same = 1;
+    for (int i = 0; i < COUNT; i++)
+        same &= v[i] == want;
+    return same;
+}
+
+/*
+ * The device buffer as it is now, read through a stream of its own that waits for nothing
+ * of braid's: a copy on the calls' stream would wait for the all-reduce queued before it,
+ * however late that ran. (On the emulated driver this copy is delayed too, but an
+ * all-reduce that finalize left behind has more delayed operations still to go: the
+ * memsets before it, the event it waits for, its own.)
+ */
+static void read_apart(float *host, const float *dbuf)
+{
+    CUstream apart;
+    memset(host, 0, COUNT * sizeof(float));
+    CUDRV(cu.stream_create(&apart, CU_STREAM_NON_BLOCKING));
+    CUDRV(cu.d2h(host, (CUdeviceptr)(uintptr_t)dbuf, COUNT * sizeof(float), apart));
+    CUDRV(cu.stream_sync(apart));
+    CUDRV(cu.stream_destroy(apart));
+}
+
 static void case_finalize(void)
 {
     dcase_t c;
@@ -162,13 +189,16 @@ static void case_finalize(void)
     expect(ncclGroupStart() == ncclSuccess && ncclCommFinalize(c.comms[0]) == ncclSuccess &&
                ncclCommFinalize(c.comms[1]) == ncclSuccess && ncclGroupEnd() == ncclSuccess,
            "finalize: both ranks finalize at once");
-    float *host = calloc(COUNT, sizeof(float));
+    float *host = malloc(COUNT * sizeof(float));
+    read_apart(host, c.buf);
+    if (!all_equal(host, 3.0f))
+        printf("      (element 0 is %g, not 3)\n", host[0]);
+    expect(all_equal(host, 3.0f),
+           "finalize: the queued all-reduce ran before finalize returned, sum 3 (read on "
+           "another stream)");
     CUDRV(cu.d2h(host, (CUdeviceptr)(uintptr_t)c.buf, COUNT * sizeof(float), c.s));
     CUDRV(cu.stream_sync(c.s));
-    int sum = 1;
-    for (int i = 0; i < COUNT; i++)
-        sum &= host[i] == 3.0f;
-    expect(sum, "finalize: the queued all-reduce ran before finalize returned, sum 3");
+    expect(all_equal(host, 3.0f), "finalize: the calls' stream sees the sum");
     for (int i = 0; i < 2; i++)
         expect(ncclCommDestroy(c.comms[i]) == ncclSuccess, "finalize: destroy");
     free(host);
