@@ -8,6 +8,10 @@
  * before hiprtc sees it (Debian's 5.2 hiprtc crashes on one). With an AMD GPU the memory,
  * stream and event calls run for real. Without libamdhip64 only the clean failure of init is
  * checked, and the test reports SKIP (77).
+ *
+ * A check that this machine cannot run (no GPU, no hiprtc, no comgr) is skipped with its
+ * reason, printed where it is skipped and again at the end; the run passes on the checks
+ * that ran, and is SKIP (77) if every check was skipped.
  */
 #include <dlfcn.h>
 #include <setjmp.h>
@@ -30,6 +34,47 @@
 
 static const braid_device_ops_t *ops = &braid_device_hip;
 static int ndev = -1;
+
+/* ---- skips, with their reasons ----------------------------------------------------------- */
+
+#define MAX_SKIPS 16
+static struct {
+    const char *test, *why;
+} skips[MAX_SKIPS];
+static int nskips;
+
+/* Skip the running check (cmocka's skip() leaves it), saying why. */
+#define SKIP_BECAUSE(_why)                                                                  \
+    do {                                                                                    \
+        skip_note(__func__, (_why));                                                        \
+        skip();                                                                             \
+    } while (0)
+
+static void skip_note(const char *test, const char *why)
+{
+    printf("# skip: %s: %s\n", test, why);
+    if (nskips < MAX_SKIPS) {
+        skips[nskips].test = test;
+        skips[nskips++].why = why;
+    }
+}
+
+/* The run's end: failures first; then every check skipped is SKIP (77), some skipped a
+ * pass on the rest, each skip named with its reason. */
+static int skips_report(int failed, int ntests)
+{
+    for (int i = 0; i < nskips; i++)
+        printf("test_device_hip: skipped %s: %s\n", skips[i].test, skips[i].why);
+    if (failed != 0)
+        return failed;
+    if (nskips >= ntests) {
+        printf("SKIP: test_device_hip: all %d checks were skipped (reasons above)\n", ntests);
+        return 77;
+    }
+    printf("test_device_hip: %d of %d checks ran and passed%s\n", ntests - nskips, ntests,
+           nskips ? "; the others were skipped (reasons above)" : "");
+    return 0;
+}
 
 static const char kernel_ok[] =
     "extern \"C\" __global__ void braid_k_test(int *p) { p[threadIdx.x] = (int)threadIdx.x; }\n";
@@ -129,7 +174,7 @@ static void test_no_device_errors(void **state)
     void *p = NULL;
     (void)state;
     if (ndev != 0)
-        skip();
+        SKIP_BECAUSE("an AMD GPU is here: the calls that need one succeed");
     assert_true(ops->bind(0) < 0);
     printf("# bind(0): %s\n", braid_err_last());
     assert_non_null(strstr(braid_err_last(), "HIP: hip"));
@@ -146,7 +191,7 @@ static void test_compile_gfx90a(void **state)
     size_t size = 0;
     (void)state;
     if (!have_hiprtc())
-        skip();
+        SKIP_BECAUSE("no hiprtc (libhiprtc, or hiprtcCreateProgram in libamdhip64)");
     braid_device_hip_test_arch("gfx90a");
     braid_status_t st = ops->compile(kernel_ok, &image, &size);
     braid_device_hip_test_arch(NULL);
@@ -174,7 +219,7 @@ static void test_compile_error_has_log(void **state)
     size_t size = 0;
     (void)state;
     if (!have_hiprtc())
-        skip();
+        SKIP_BECAUSE("no hiprtc (libhiprtc, or hiprtcCreateProgram in libamdhip64)");
     braid_device_hip_test_arch("gfx90a");
     assert_int_equal(ops->compile(kernel_bad, &image, &size), BRAID_ERR_DEVICE);
     braid_device_hip_test_arch(NULL);
@@ -188,8 +233,10 @@ static void test_compile_unknown_arch(void **state)
     void *image = NULL;
     size_t size = 0;
     (void)state;
-    if (!have_hiprtc() || !have_comgr())
-        skip();
+    if (!have_hiprtc())
+        SKIP_BECAUSE("no hiprtc (libhiprtc, or hiprtcCreateProgram in libamdhip64)");
+    if (!have_comgr())
+        SKIP_BECAUSE("no comgr (libamd_comgr) to ask which archs it knows");
     braid_device_hip_test_arch("gfx9999");
     assert_int_equal(ops->compile(kernel_ok, &image, &size), BRAID_ERR_UNSUPPORTED);
     braid_device_hip_test_arch(NULL);
@@ -207,7 +254,7 @@ static void test_device_memory(void **state)
     braid_status_t st;
     (void)state;
     if (ndev <= 0)
-        skip();
+        SKIP_BECAUSE("no AMD GPU: the HIP runtime sees no device");
     assert_int_equal(ops->bind(0), BRAID_OK);
     assert_int_equal(ops->describe(0, buf, sizeof(buf)), BRAID_OK);
     printf("# device 0: %s\n", buf);
@@ -241,8 +288,8 @@ int main(void)
         int failed = cmocka_run_group_tests(none, NULL, NULL);
         if (failed != 0)
             return failed;
-        printf("SKIP: no HIP runtime (libamdhip64) on this machine: only init's clean "
-               "failure was checked\n");
+        printf("SKIP: test_device_hip: no HIP runtime (libamdhip64) on this machine: only "
+               "init's clean failure was checked\n");
         return 77;
     }
     const struct CMUnitTest tests[] = {
@@ -255,5 +302,6 @@ int main(void)
         cmocka_unit_test(test_compile_unknown_arch),
         cmocka_unit_test(test_device_memory),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    return skips_report(failed, (int)(sizeof(tests) / sizeof(tests[0])));
 }
