@@ -100,6 +100,8 @@ void cc_dev_unregister(cc_buf_t *b)
     b->dbase = NULL;
 }
 
+/* A buffer the calls take is a cc_buf of this thread: any other would give the library host
+ * memory, and -d would check the host path while it says it checks the device's. */
 void *cc_dp(const void *p)
 {
     if (!cc_device || p == NULL)
@@ -108,7 +110,9 @@ void *cc_dp(const void *p)
     for (int i = 0; i < nbufs; i++)
         if (c >= bufs[i]->base && c <= bufs[i]->base + bufs[i]->total)
             return bufs[i]->dbase + (c - bufs[i]->base);
-    return (void *)p;
+    fprintf(stderr, "coll_check -d: %p is no cc_buf of this thread, so it has no device "
+            "twin: allocate it with cc_buf_alloc\n", p);
+    exit(99);
 }
 
 void cc_dev_upload(void)

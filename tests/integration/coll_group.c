@@ -1,7 +1,8 @@
 /*
  * coll_check: point-to-point patterns in groups (all pairs at once with uneven counts, a
  * rank sending to itself, several messages to one peer matched in order) and one nested
- * group mixing many different collectives.
+ * group mixing many different collectives. With -d every buffer is a cc_buf with a device
+ * twin, which the calls take (cc_dp) with the thread's stream.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,18 +70,20 @@ static void pairs_case(cc_world_t *w, int type, size_t base, uint32_t salt)
     int n = w->nranks;
     for (int l = 0; l < w->nlocal; l++)
         pairs_setup(w, type, base, salt, w->ranks[l], &pr[l]);
+    cc_dev_upload();
     cc_group_start(w);
     for (int l = 0; l < w->nlocal; l++) {
         int r = w->ranks[l];
         for (int k = 0; k < n; k++) {   /* each rank starts with a different peer */
             int p = (r + k) % n, q = (r - k + n) % n;
-            CC_NCCL(w, "ncclSend", ncclSend(pr[l].send[p].data, pair_count(base, r, p), dt, p,
-                                            w->comms[l], NULL));
-            CC_NCCL(w, "ncclRecv", ncclRecv(pr[l].recv[q].data, pair_count(base, q, r), dt, q,
-                                            w->comms[l], NULL));
+            CC_NCCL(w, "ncclSend", ncclSend(cc_dp(pr[l].send[p].data), pair_count(base, r, p),
+                                            dt, p, w->comms[l], cc_stream()));
+            CC_NCCL(w, "ncclRecv", ncclRecv(cc_dp(pr[l].recv[q].data), pair_count(base, q, r),
+                                            dt, q, w->comms[l], cc_stream()));
         }
     }
     cc_group_end(w, c.what);
+    cc_dev_download();
     for (int l = 0; l < w->nlocal; l++)
         pairs_check(w, &c, salt, w->ranks[l], &pr[l]);
 }
@@ -93,19 +96,22 @@ static void self_case(cc_world_t *w, int type, size_t count, uint32_t salt)
     size_t es = cc_types[type].size;
     cc_buf_t s[CC_MAX_LOCAL], r[CC_MAX_LOCAL];
     double *e = cc_xmalloc((count ? count : 1) * sizeof(double));
+    for (int l = 0; l < w->nlocal; l++) {
+        cc_buf_alloc(&s[l], count * es);
+        cc_buf_alloc(&r[l], count * es);
+        cc_fill(type, CC_VAL_ANY, w->nranks, w->ranks[l], salt, 1, s[l].data, count);
+    }
+    cc_dev_upload();
     cc_group_start(w);
     for (int l = 0; l < w->nlocal; l++) {
         int rank = w->ranks[l];
-        cc_buf_alloc(&s[l], count * es);
-        cc_buf_alloc(&r[l], count * es);
-        cc_fill(type, CC_VAL_ANY, w->nranks, rank, salt, 1, s[l].data, count);
-        c.root = rank;
-        CC_NCCL(w, "ncclRecv(self)", ncclRecv(r[l].data, count, cc_types[type].dt, rank,
-                                              w->comms[l], NULL));
-        CC_NCCL(w, "ncclSend(self)", ncclSend(s[l].data, count, cc_types[type].dt, rank,
-                                              w->comms[l], NULL));
+        CC_NCCL(w, "ncclRecv(self)", ncclRecv(cc_dp(r[l].data), count, cc_types[type].dt, rank,
+                                              w->comms[l], cc_stream()));
+        CC_NCCL(w, "ncclSend(self)", ncclSend(cc_dp(s[l].data), count, cc_types[type].dt, rank,
+                                              w->comms[l], cc_stream()));
     }
     cc_group_end(w, c.what);
+    cc_dev_download();
     for (int l = 0; l < w->nlocal; l++) {
         int rank = w->ranks[l];
         for (size_t i = 0; i < count; i++)
@@ -125,22 +131,27 @@ static void order_case(cc_world_t *w, uint32_t salt)
     static const size_t sizes[3] = { 5, 70000, 9 };
     cc_case_t c = { "ncclSend/ncclRecv(ordered)", ncclInt32, -1, 0, -1, 0 };
     int n = w->nranks;
-    int32_t *s[CC_MAX_LOCAL][3], *r[CC_MAX_LOCAL][3];
+    cc_buf_t s[CC_MAX_LOCAL][3], r[CC_MAX_LOCAL][3];
+    for (int l = 0; l < w->nlocal; l++)
+        for (int m = 0; m < 3; m++) {
+            cc_buf_alloc(&s[l][m], sizes[m] * 4);
+            cc_buf_alloc(&r[l][m], sizes[m] * 4);
+            cc_fill(ncclInt32, CC_VAL_ANY, n, w->ranks[l], salt + (uint32_t)m, 1, s[l][m].data,
+                    sizes[m]);
+        }
+    cc_dev_upload();
     cc_group_start(w);
     for (int l = 0; l < w->nlocal; l++) {
         int rank = w->ranks[l];
-        for (int m = 0; m < 3; m++) {
-            s[l][m] = cc_xmalloc(sizes[m] * 4);
-            r[l][m] = cc_xmalloc(sizes[m] * 4);
-            cc_fill(ncclInt32, CC_VAL_ANY, n, rank, salt + (uint32_t)m, 1, s[l][m], sizes[m]);
-            CC_NCCL(w, "ncclSend", ncclSend(s[l][m], sizes[m], ncclInt32, (rank + 1) % n,
-                                            w->comms[l], NULL));
-        }
         for (int m = 0; m < 3; m++)
-            CC_NCCL(w, "ncclRecv", ncclRecv(r[l][m], sizes[m], ncclInt32, (rank + n - 1) % n,
-                                            w->comms[l], NULL));
+            CC_NCCL(w, "ncclSend", ncclSend(cc_dp(s[l][m].data), sizes[m], ncclInt32,
+                                            (rank + 1) % n, w->comms[l], cc_stream()));
+        for (int m = 0; m < 3; m++)
+            CC_NCCL(w, "ncclRecv", ncclRecv(cc_dp(r[l][m].data), sizes[m], ncclInt32,
+                                            (rank + n - 1) % n, w->comms[l], cc_stream()));
     }
     cc_group_end(w, c.what);
+    cc_dev_download();
     for (int l = 0; l < w->nlocal; l++) {
         int rank = w->ranks[l];
         for (int m = 0; m < 3; m++) {
@@ -149,10 +160,11 @@ static void order_case(cc_world_t *w, uint32_t salt)
                 e[i] = cc_value(ncclInt32, CC_VAL_ANY, n, (rank + n - 1) % n, i,
                                 salt + (uint32_t)m, 1);
             c.count = sizes[m];
-            cc_check_values(w, &c, rank, r[l][m], e, sizes[m], 0);
+            cc_check_values(w, &c, rank, r[l][m].data, e, sizes[m], 0);
+            cc_buf_guards_ok(&r[l][m], &c, rank);
             free(e);
-            free(s[l][m]);
-            free(r[l][m]);
+            cc_buf_free(&s[l][m]);
+            cc_buf_free(&r[l][m]);
         }
     }
 }
