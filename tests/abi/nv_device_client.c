@@ -1,6 +1,6 @@
 /*
  * A CUDA program as its users write it: NVIDIA's cuda.h and nccl.h, linked to NVIDIA's
- * libnccl.so.2 and libcuda.so.1 (-lnccl -lcuda). tests/integration/test_device.sh runs it
+ * libnccl.so.2 and libcuda.so.1 (-lnccl -lcuda). tests/integration/test_nv_client.sh runs it
  * with LD_LIBRARY_PATH naming braid's libnccl.so.2 and braid's emulated libcuda.so.1.
  *
  * Two ranks of one process (ncclCommInitAll) on device 0: device buffers, an async memset

@@ -5,8 +5,9 @@
 # (one stream for all, in groups) and 3 threads with a rank each; every queued operation of
 # the emulated streams delayed (BRAID_EMU_DELAY_US), so a library that reads a buffer
 # before its stream wrote it, or returns its result late, fails the checks; then the
-# failure cases (tests/fault/device_fault.c: abort, asynchronous error, mixed buffers).
-# Exit status as automake reads it: 0 pass, 1 fail, 77 skip, 99 hard error.
+# failure cases (tests/fault/device_fault.c: abort, asynchronous error, mixed buffers,
+# finalize). A program built against NVIDIA's headers is test_nv_client.sh's.
+# Exit status as automake reads it: 0 pass, 1 fail, 99 hard error.
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 emu=$build/src/device/emu/.libs
@@ -54,30 +55,8 @@ perf_buffers() {   # what the header must say (device or host), the tool, its ex
 run "all_reduce_perf, 2 processes, device buffers, checked" perf_buffers device all_reduce_perf
 run "all_gather_perf, 2 processes, device buffers, checked" perf_buffers device all_gather_perf
 run "all_reduce_perf --host-buffers, 2 processes" perf_buffers host all_reduce_perf --host-buffers
-run "device_fault: abort, async error, mixed buffers" "$fault"
+run "device_fault: abort, async error, mixed buffers, finalize" "$fault"
 run "device_stall: a late rank, a stream and a kernel that never finish, abort meanwhile" \
     "$stall"
 
-# A program built against NVIDIA's cuda.h and nccl.h, linked to NVIDIA's libnccl.so.2 and
-# libcuda.so.1, run on braid's libnccl.so.2 and the emulated libcuda.so.1.
-nv_inc=${NVIDIA_NCCL_INCLUDE:-/usr/local/cuda/include}
-nv_lib=${NVIDIA_NCCL_LIBDIR:-/usr/local/cuda/lib}
-client_src=${BRAID_SRC_DIR:-$build/..}/tests/abi/nv_device_client.c
-if [ -f "$nv_inc/cuda.h" ] && [ -f "$nv_inc/nccl.h" ] && [ -e "$nv_lib/libnccl.so.2" ] &&
-   [ -e "$nv_lib/stubs/libcuda.so" ]; then
-    tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_device.XXXXXX") || exit 99
-    trap 'rm -rf "$tmp"' EXIT
-    if ${BRAID_CC:-cc} -I"$nv_inc" -o "$tmp/nv_device_client" "$client_src" \
-           "$nv_lib/libnccl.so.2" -L"$nv_lib/stubs" -lcuda; then
-        run "a cuda.h + nccl.h program linked to NVIDIA's libraries, on braid" \
-            env LD_LIBRARY_PATH="${BRAID_LIBDIR:-$build/.libs/braid}:$LD_LIBRARY_PATH" \
-            LD_PRELOAD="${BRAID_TEST_PRELOAD:-}" "$tmp/nv_device_client"
-    else
-        echo "FAIL: cannot build tests/abi/nv_device_client.c"
-        fail=1
-    fi
-else
-    echo "== skipped: the NVIDIA program (no cuda.h, nccl.h, libnccl.so.2 or stubs/libcuda.so" \
-         "under $nv_inc and $nv_lib)"
-fi
 exit $fail
