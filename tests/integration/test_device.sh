@@ -7,6 +7,9 @@
 # before its stream wrote it, or returns its result late, fails the checks; then the
 # failure cases (tests/fault/device_fault.c: abort, asynchronous error, mixed buffers,
 # finalize). A program built against NVIDIA's headers is test_nv_client.sh's.
+# Each step runs under a time limit (timeout) sized for a busy 2-core machine, about ten
+# times what it takes on an idle one; coll_check's own watchdog (-w) fires first and
+# names the phase. A step over its limit fails, saying so.
 # Exit status as automake reads it: 0 pass, 1 fail, 99 hard error.
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -21,29 +24,39 @@ export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export BRAID_TIMEOUT=${BRAID_TIMEOUT:-60} BRAID_BOOTSTRAP_TIMEOUT=${BRAID_BOOTSTRAP_TIMEOUT:-30}
 sections=reduce,move,p2p,group,v
 fail=0
-run() {   # description, then the command
-    local what=$1
-    shift
+run() {   # description, limit in seconds, then the command (or a function of this script)
+    local what=$1 limit=$2 t0=$SECONDS rc
+    shift 2
     echo "== $what"
-    local t0=$SECONDS
-    if "$@"; then
-        echo "   passed in $((SECONDS - t0)) s"
+    if declare -F "$1" >/dev/null; then   # timeout runs programs: a function runs in bash
+        timeout -k 10 "$limit" bash -c "$(declare -f "$1"); \"\$@\"" "$0" "$@"
     else
-        echo "FAIL: $what (exit $?)"
+        timeout -k 10 "$limit" "$@"
+    fi
+    rc=$?
+    if [ $rc = 0 ]; then
+        echo "   passed in $((SECONDS - t0)) s"
+    elif [ $rc = 124 ] || { [ $rc = 137 ] && [ $((SECONDS - t0)) -ge "$limit" ]; }; then
+        echo "FAIL: $what (over $limit s)"
+        fail=1
+    else
+        echo "FAIL: $what (exit $rc)"
         fail=1
     fi
 }
+# coll_check's watchdog, and the limit a step of it gets
+w=300 limit=360
 for n in 1 2 3 4; do
-    run "coll_check -d, $n processes" "$check" -d -q -w 300 -o "$sections" -p "$n"
+    run "coll_check -d, $n processes" $limit "$check" -d -q -w $w -o "$sections" -p "$n"
 done
-run "coll_check -d, 4 ranks on one thread" "$check" -d -q -w 300 -o "$sections" -t 4
-run "coll_check -d, 3 threads" "$check" -d -q -w 300 -o "$sections" -T 3
-run "coll_check -d, 2 processes, every stream operation delayed 200 us" \
-    env BRAID_EMU_DELAY_US=200 "$check" -d -q -w 300 -o reduce,move -p 2
-run "coll_check -d, 2 processes, slots not mapped for the device (bounce buffers)" \
-    env BRAID_EMU_NO_HOST_REGISTER=1 "$check" -d -q -w 300 -o reduce,move -p 2
-run "coll_check -d, 4 ranks on one thread, delayed" \
-    env BRAID_EMU_DELAY_US=200 "$check" -d -q -w 300 -o reduce -t 4
+run "coll_check -d, 4 ranks on one thread" $limit "$check" -d -q -w $w -o "$sections" -t 4
+run "coll_check -d, 3 threads" $limit "$check" -d -q -w $w -o "$sections" -T 3
+run "coll_check -d, 2 processes, every stream operation delayed 200 us" $limit \
+    env BRAID_EMU_DELAY_US=200 "$check" -d -q -w $w -o reduce,move -p 2
+run "coll_check -d, 2 processes, slots not mapped for the device (bounce buffers)" $limit \
+    env BRAID_EMU_NO_HOST_REGISTER=1 "$check" -d -q -w $w -o reduce,move -p 2
+run "coll_check -d, 4 ranks on one thread, delayed" $limit \
+    env BRAID_EMU_DELAY_US=200 "$check" -d -q -w $w -o reduce -t 4
 # The bandwidth tools: device buffers (a stream per rank, data checked through copies to
 # and from the device) where the driver is, and host buffers when --host-buffers asks.
 perf_buffers() {   # what the header must say (device or host), the tool, its extra flags
@@ -52,11 +65,16 @@ perf_buffers() {   # what the header must say (device or host), the tool, its ex
     out=$("$build/braidrun" -n 2 "$build/$tool" -b 8 -e 1M -f 4 -c 1 "$@") &&
         grep -q "^# buffers: $want " <<<"$out" || { echo "$out"; return 1; }
 }
-run "all_reduce_perf, 2 processes, device buffers, checked" perf_buffers device all_reduce_perf
-run "all_gather_perf, 2 processes, device buffers, checked" perf_buffers device all_gather_perf
-run "all_reduce_perf --host-buffers, 2 processes" perf_buffers host all_reduce_perf --host-buffers
-run "device_fault: abort, async error, mixed buffers, finalize" "$fault"
+export build
+run "all_reduce_perf, 2 processes, device buffers, checked" 180 \
+    perf_buffers device all_reduce_perf
+run "all_gather_perf, 2 processes, device buffers, checked" 180 \
+    perf_buffers device all_gather_perf
+run "all_reduce_perf --host-buffers, 2 processes" 180 \
+    perf_buffers host all_reduce_perf --host-buffers
+# its own watchdog: 120 s
+run "device_fault: abort, async error, mixed buffers, finalize" 180 "$fault"
+# each case bounded by the program itself (60 s)
 run "device_stall: a late rank, a stream and a kernel that never finish, abort meanwhile" \
-    "$stall"
-
+    300 "$stall"
 exit $fail
