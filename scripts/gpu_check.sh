@@ -4,14 +4,19 @@
 # CUDA driver, here on the system's libcuda.so.1, then the bandwidth tools on device
 # buffers and PyTorch's NCCL backend on braid.
 #
-#     scripts/gpu_check.sh [BUILD_DIR [OUT_DIR]]
+#     scripts/gpu_check.sh [--emu] [BUILD_DIR [OUT_DIR]]
 #
 # BUILD_DIR (default build/) is a build with the CUDA kernels (configure found nvcc) and its
 # test programs (make check TESTS= builds them without running them); OUT_DIR (default
 # BUILD_DIR/gpu-check) gets a log per step. BRAID_GPU_DEPS names a folder of shared
 # libraries the build needs that this machine may lack (hwloc, libfabric, UCX, cmocka):
 # those the loader does not find are linked into a folder put on LD_LIBRARY_PATH. Each
-# step is one line, "ok" or "FAIL", with its time; the last line is "N passed, N failed".
+# step is one line, "ok" or "FAIL", with its time, or "skip" and why; the last line is
+# "N passed, N failed".
+#
+# --emu (or GPU_CHECK_EMU=1) needs no GPU: the steps run on braid's emulated driver
+# (BUILD_DIR/src/device/emu/.libs first on LD_LIBRARY_PATH; a build without the CUDA
+# kernels will do), as far as it goes: PyTorch and NVIDIA's client are skipped, saying so.
 #
 # Time limits: GPU_CHECK_LIMIT_SCALE (default 1, decimals allowed) multiplies every step's
 # limit and the watchdogs of the programs that take one (coll_check -w);
@@ -20,7 +25,7 @@
 # A step over its limit is not just killed. Its processes (it runs in a session of its own:
 # the session's processes and their descendants, so the ranks under braidrun or under
 # python's torch.distributed.run too) are first asked for a flight-recorder dump: those that
-# handle SIGUSR1 (braid's ranks, docs/FLIGHT.md) get it and write
+# handle SIGUSR1 (braid's ranks once they have a communicator, docs/FLIGHT.md) get it and write
 # OUT_DIR/<step>.flight.<host>.<pid>.txt (every step runs with BRAID_FLIGHT_RECORDER_FILE
 # naming that). Then OUT_DIR/<step>.stacks.txt gets the process tree, each thread's name,
 # state, wait channel, system call and kernel stack (where readable) from /proc, and each
@@ -28,13 +33,18 @@
 # processes, where those are installed. Then the processes are killed, and the FAIL line
 # says where the stacks and dumps are.
 #
-# GPU_SOAK_SECONDS (default 30) is the soak's length, GPU_PERF_MAX (default 256M) the
-# bandwidth tools' largest size, BRAID_NV_CLIENT a build of tests/abi/nv_device_client.c
-# against NVIDIA's nccl.h and libnccl.so.2 to run on braid.
-# Exit: 0 all passed, 1 a failure, 77 no GPU (no nvidia-smi, or it lists none), 99 a bad
-# argument.
+# GPU_SOAK_SECONDS (default 30) is the soak's length, GPU_PERF_MAX (default 256M, with
+# --emu 16M) the bandwidth tools' largest size, BRAID_NV_CLIENT a build of
+# tests/abi/nv_device_client.c against NVIDIA's nccl.h and libnccl.so.2 to run on braid.
+# Exit: 0 all passed, 1 a failure, 77 no GPU (no nvidia-smi, or it lists none; not with
+# --emu), 99 a bad argument or setting (with --emu: the emulated driver is not built).
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
+emu_mode=${GPU_CHECK_EMU:-0}
+if [ "${1:-}" = --emu ]; then
+    emu_mode=1
+    shift
+fi
 build=$(cd "${1:-$src/build}" && pwd) || exit 99
 out=${2:-$build/gpu-check}
 mkdir -p "$out"
@@ -44,11 +54,20 @@ if ! awk -v s="$scale" 'BEGIN { exit !(s + 0 > 0) }'; then
     echo "gpu_check.sh: GPU_CHECK_LIMIT_SCALE=$scale is not a positive number"
     exit 99
 fi
-if ! nvidia-smi -L >"$out/gpus.txt" 2>&1 || ! grep -q '^GPU ' "$out/gpus.txt"; then
+if [ "$emu_mode" = 1 ]; then
+    emu=$build/src/device/emu/.libs
+    if [ ! -e "$emu/libcuda.so.1" ]; then
+        echo "gpu_check.sh: --emu: $emu/libcuda.so.1 is not built"
+        exit 99
+    fi
+    export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    echo "emulated CUDA driver: $emu/libcuda.so.1 (no GPU is used)"
+elif ! nvidia-smi -L >"$out/gpus.txt" 2>&1 || ! grep -q '^GPU ' "$out/gpus.txt"; then
     echo "gpu_check.sh: no GPU here (nvidia-smi -L: $(head -c 200 "$out/gpus.txt"))"
     exit 77
+else
+    cat "$out/gpus.txt"
 fi
-cat "$out/gpus.txt"
 
 if [ -n "${BRAID_GPU_DEPS:-}" ]; then
     have=$(ldconfig -p)
@@ -248,6 +267,10 @@ step() {   # name, seconds, command...: runs it with a time limit, its output in
     fi
 }
 
+skip() {   # name, why
+    selected "$1" && echo "skip  $1: $2"
+}
+
 run=$build/braidrun
 check=$build/tests/integration/coll_check
 sections=reduce,move,p2p,group,v
@@ -257,9 +280,11 @@ step info 30 "$build/braid-info"
 grep -E '^ *(kernel image|device)' "$out/info.log" 2>/dev/null | head -n 12
 step device_view 60 env BRAID_TEST_DRIVER=system "$build/tests/unit/test_device_view"
 step coll_check_p2 120 "$check" -d -q -w "$(scaled 110)" -o $sections -p 2
+perf_max=${GPU_PERF_MAX:-256M}
+[ "$emu_mode" = 1 ] && perf_max=${GPU_PERF_MAX:-16M}   # host memory, 2 cores: ~40 ms at 16M
 perf() {   # ranks, collective
-    step "$2_perf_$1" 90 "$run" -n "$1" "$build/$2_perf" -b 8 -e "${GPU_PERF_MAX:-256M}" -f 8 \
-        -n 20 -w 5 -c 1
+    step "$2_perf_$1" 90 "$run" -n "$1" "$build/$2_perf" -b 8 -e "$perf_max" -f 8 -n 20 -w 5 \
+        -c 1
 }
 perf 2 all_reduce
 grep -hE '^ +[0-9]+ ' "$out"/all_reduce_perf_2.log 2>/dev/null
@@ -271,8 +296,14 @@ torch_nccl() {   # ranks: PyTorch's NCCL backend; its wheel's RPATH beats LD_LIB
         head -n 8
 }
 has_torch=0
-python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && has_torch=1
-[ $has_torch = 1 ] && torch_nccl 2
+if [ "$emu_mode" = 1 ]; then
+    torch_skip="--emu: PyTorch's CUDA needs a real GPU"
+elif python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    has_torch=1
+else
+    torch_skip="python3 has no torch with CUDA"
+fi
+if [ $has_torch = 1 ]; then torch_nccl 2; else skip torch_nccl_2 "$torch_skip"; fi
 
 step device_fault 60 "$build/tests/fault/device_fault"
 for n in 1 4; do
@@ -291,14 +322,14 @@ perf 2 all_gather
 perf 2 reduce_scatter
 perf 4 all_reduce
 # a program built against NVIDIA's headers and libraries (tests/abi/nv_device_client.c)
-if [ -x "${BRAID_NV_CLIENT:-}" ]; then
+if [ "$emu_mode" = 1 ]; then
+    skip nv_device_client "--emu (make check's test_nv_client.sh runs it on the emulated driver)"
+elif [ -x "${BRAID_NV_CLIENT:-}" ]; then
     step nv_device_client 60 env LD_LIBRARY_PATH="$build/.libs/braid:${LD_LIBRARY_PATH:-}" \
         "$BRAID_NV_CLIENT"
-fi
-if [ $has_torch = 1 ]; then
-    torch_nccl 4
 else
-    echo "skip  torch_nccl: python3 has no torch with CUDA"
+    skip nv_device_client "BRAID_NV_CLIENT names no build of tests/abi/nv_device_client.c"
 fi
+if [ $has_torch = 1 ]; then torch_nccl 4; else skip torch_nccl_4 "$torch_skip"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
