@@ -158,7 +158,8 @@ static braid_status_t job_load_scalars(braid_proxy_t *px, proxy_job_t *job)
     return BRAID_OK;
 }
 
-/* The proxy thread runs device work on the device of its executor. */
+/* The proxy thread runs device work on the device of its executor: its primary context,
+ * retained when the executor was made, only becomes current here. */
 static braid_status_t job_bind(braid_proxy_t *px, proxy_job_t *job, int *bound)
 {
     int device = 0;

@@ -260,16 +260,18 @@ int braid_device_exec_destroy(braid_device_exec_t *dx, double wait_s)
 {
     if (dx == NULL)
         return 0;
-    if (dx->pending && dx->ops->event_query(dx->done) != BRAID_INPROGRESS)
-        exec_pending(dx, 0);
-    if (dx->pending)   /* its own work never finished */
-        braid_device_set_stuck();
-    /* other executors' work: ends at once, or at their timeout (then the device is stuck) */
-    for (double end = braid_now() + wait_s; !braid_device_stuck() &&
-                                            atomic_load(&dev_pending) > 0 && braid_now() < end;) {
+    /* this executor's and the others' work ends at once, or at their timeout (after which
+     * the device is stuck), or the abort that left it is followed by its destroy */
+    for (double end = braid_now() + wait_s;;) {
+        if (dx->pending && dx->ops->event_query(dx->done) != BRAID_INPROGRESS)
+            exec_pending(dx, 0);
+        if (braid_device_stuck() || atomic_load(&dev_pending) == 0 || braid_now() >= end)
+            break;
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
+    if (dx->pending)   /* its own work never finished */
+        braid_device_set_stuck();
     if (braid_device_stuck() || atomic_load(&dev_pending) > 0) {
         BRAID_WARN("%s device %d: work braid queued has not finished: a device executor's "
                    "stream and memory are left in place (freeing them would wait for it)",
@@ -283,7 +285,7 @@ int braid_device_exec_destroy(braid_device_exec_t *dx, double wait_s)
 }
 
 /* The work queued on the executor's stream so far has finished (or w gave up on it: after
- * a timeout, the device is stuck). */
+ * a timeout, the device is stuck). An event record and its queries take no driver lock. */
 static braid_status_t exec_wait(braid_device_exec_t *dx, const braid_device_wait_t *w)
 {
     exec_pending(dx, 1);
@@ -302,7 +304,7 @@ braid_status_t braid_device_exec_read(braid_device_exec_t *dx, void *dst, const 
     if (bytes > DEV_SCALAR_BYTES)
         return braid_err(BRAID_ERR_INTERNAL, "a %zu-byte device read (at most %d)", bytes,
                          DEV_SCALAR_BYTES);
-    BRAID_CHECK(dx->ops->copy_async(dx->scalar, src, bytes, dx->stream));
+    BRAID_CHECK(dx->ops->copy_async(dx->scalar, src, bytes, dx->stream));   /* to pinned */
     BRAID_CHECK(exec_wait(dx, w));
     memcpy(dst, dx->scalar, bytes);
     return BRAID_OK;
