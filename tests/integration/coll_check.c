@@ -260,6 +260,7 @@ static int run_threads_each(int n)
     cc_set_phase("ncclCommInitRank");
     CC_NCCL(NULL, "ncclGetUniqueId", ncclGetUniqueId(&id));
     CC_NCCL(NULL, "ncclGetUniqueId", ncclGetUniqueId(&nb_id));
+    cc_dev_threads(n);
     for (int r = 0; r < n; r++) {
         a[r] = (thread_arg_t){ .rank = r, .n = n, .id = id, .nb_id = nb_id };
         if (pthread_create(&a[r].tid, NULL, rank_thread, &a[r]) != 0)

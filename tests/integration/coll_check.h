@@ -132,6 +132,8 @@ void *cc_stream(void);
 void *cc_dp(const void *p);
 void cc_dev_register(cc_buf_t *b, size_t total);
 void cc_dev_unregister(cc_buf_t *b);
+/* -T: n threads, one per rank, each uploading once per case (they meet there). */
+void cc_dev_threads(int n);
 /* Copy every live buffer of this thread to its twin / back (async on the stream, then a
  * synchronize). */
 void cc_dev_upload(void);

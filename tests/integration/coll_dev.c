@@ -115,8 +115,26 @@ void *cc_dp(const void *p)
     exit(99);
 }
 
+/*
+ * With a thread per rank, every thread makes the twins of a case before any of them issues
+ * it: a thread's cuMemAlloc while another thread's pageable download waits for a
+ * collective that waits for the first thread's call deadlocks on a real driver (its lock:
+ * the download holds it while it waits for its stream), and on the emulated one in strict
+ * mode. Every thread uploads once per case.
+ */
+static pthread_barrier_t cases;
+static int case_threads;
+
+void cc_dev_threads(int n)
+{
+    if (cc_device && n > 1 && pthread_barrier_init(&cases, NULL, (unsigned)n) == 0)
+        case_threads = n;
+}
+
 void cc_dev_upload(void)
 {
+    if (case_threads > 1)
+        pthread_barrier_wait(&cases);
     for (int i = 0; cc_device && i < nbufs; i++)
         CUDRV(cu.h2d((CUdeviceptr)(uintptr_t)bufs[i]->dbase, bufs[i]->base,
                                        bufs[i]->total, stream));
