@@ -6,7 +6,14 @@
 # the emulated streams delayed (BRAID_EMU_DELAY_US), so a library that reads a buffer
 # before its stream wrote it, or returns its result late, fails the checks; then the
 # failure cases (tests/fault/device_fault.c: abort, asynchronous error, mixed buffers,
-# finalize). A program built against NVIDIA's headers is test_nv_client.sh's.
+# finalize; tests/fault/device_stall.c: a late rank, a stream and a kernel that never
+# finish, abort meanwhile). A program built against NVIDIA's headers is test_nv_client.sh's.
+# Every step runs the emulator in its strict mode (BRAID_EMU_STRICT=1, as unforgiving as a
+# real driver: its lock, the legacy stream, time slices, lazy loads, device memory the host
+# cannot touch), one coll_check run also without it. The strict runs are the regression
+# tests of the first GPU run's hangs: at 94d0b96 every coll_check run deadlocked in them,
+# the emulator naming the proxy's cuMemAlloc or lazy kernel load behind the caller's
+# pageable cuMemcpyDtoHAsync, whose stream waited for that proxy.
 # Each step runs under a time limit (timeout) sized for a busy 2-core machine, about ten
 # times what it takes on an idle one; coll_check's own watchdog (-w) fires first and
 # names the phase. A step over its limit fails, saying so.
@@ -22,6 +29,7 @@ for f in "$emu/libcuda.so.1" "$check" "$fault" "$stall"; do
 done
 export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export BRAID_TIMEOUT=${BRAID_TIMEOUT:-60} BRAID_BOOTSTRAP_TIMEOUT=${BRAID_BOOTSTRAP_TIMEOUT:-30}
+export BRAID_EMU_STRICT=1
 sections=reduce,move,p2p,group,v
 fail=0
 run() {   # description, limit in seconds, then the command (or a function of this script)
@@ -51,6 +59,8 @@ for n in 1 2 3 4; do
 done
 run "coll_check -d, 4 ranks on one thread" $limit "$check" -d -q -w $w -o "$sections" -t 4
 run "coll_check -d, 3 threads" $limit "$check" -d -q -w $w -o "$sections" -T 3
+run "coll_check -d, 2 processes, the emulator not strict" $limit \
+    env BRAID_EMU_STRICT=0 "$check" -d -q -w $w -o "$sections" -p 2
 run "coll_check -d, 2 processes, every stream operation delayed 200 us" $limit \
     env BRAID_EMU_DELAY_US=200 "$check" -d -q -w $w -o reduce,move -p 2
 run "coll_check -d, 2 processes, slots not mapped for the device (bounce buffers)" $limit \

@@ -6,9 +6,9 @@
 #   - mlp_demo: a small MLP trained data-parallel on 4 ranks with DDP (fp32 and bf16 wires)
 #     and FSDP plans, its weights against a single-process reference;
 #   - bucket_perf, briefly: fused and unfused paths agree;
-#   - device buffers on braid's emulated CUDA driver: plan_check -d (every stream operation
-#     delayed 200 us in one run, so a plan that reads a tensor before its stream wrote it
-#     fails) and mlp_demo --device.
+#   - device buffers on braid's emulated CUDA driver, in its strict mode: plan_check -d
+#     (every stream operation delayed 200 us in one run, so a plan that reads a tensor
+#     before its stream wrote it fails) and mlp_demo --device.
 #
 #     tests/integration/test_plan.sh BUILD_DIR     (or BRAID_BUILD_DIR=BUILD_DIR)
 
@@ -59,8 +59,10 @@ for n in 2 4; do
     fi
 done
 
-# Device buffers, on the emulated CUDA driver
+# Device buffers, on the emulated CUDA driver in its strict mode (as unforgiving as a real
+# driver: test_device.sh)
 EMU=$BUILD_DIR/src/device/emu/.libs
+export BRAID_EMU_STRICT=1
 if [ -e "$EMU/libcuda.so.1" ]; then
     for n in 2 4; do
         if run "plan_check -d on $n ranks" 0 env LD_LIBRARY_PATH="$EMU" "$BRAIDRUN" -n $n \
