@@ -69,7 +69,7 @@ struct braid_proxy {
     int nfree, nmade, free_cap;     /* made: events created, the most that can be free */
 };
 
-#define PROXY_ABORT_WAIT_S 0.5      /* what an abort waits for other executors' work */
+#define PROXY_ABORT_WAIT_S 0.2      /* what an abort waits for pending device work */
 
 /* BRAID_TIMEOUT, in seconds; 0 waits for ever. */
 static double proxy_timeout(void)

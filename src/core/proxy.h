@@ -49,7 +49,7 @@ void braid_proxy_drain(braid_comm_t *comm);
 /* Run what is queued (or drop it, once the comm failed or was aborted) and end the
  * thread. The comm's busy count is 0, so nothing is queued any more. Returns 1 when the
  * device executor had to leave its memory in place (device/device.h): then no host memory
- * may be unmapped for the device either. `abort`: wait at most half a second for that. */
+ * may be unmapped for the device either. `abort`: wait at most 0.2 s for that. */
 int braid_proxy_stop(braid_comm_t *comm, int abort);
 
 #endif
