@@ -7,7 +7,9 @@
  * with ncclRemoteError naming that rank. After BRAID_TIMEOUT seconds without progress the
  * operation fails naming the ranks that have not reached it, on every host: the ranks of
  * this host are read in shared memory, those of other hosts are asked over their health
- * links (transports/transport.h: peer health).
+ * links (transports/transport.h: peer health). A device call that waits for its GPU or
+ * its stream is checked the same way (braid_comm_device_wait): an abort stops it, and
+ * after BRAID_TIMEOUT it fails saying which never finished.
  */
 #include <sched.h>
 #include <stdio.h>

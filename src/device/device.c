@@ -1,6 +1,8 @@
 /*
  * Which backend is in use: BRAID_DEVICE, else the first of cuda, hip whose runtime loads and
  * sees a device, else host. Chosen once per process, at the first call that needs it.
+ * Also what every backend shares: the bounded wait on an event, and whether a device is
+ * stuck (work braid queued never finished).
  */
 #include <pthread.h>
 #include <sched.h>
