@@ -12,8 +12,8 @@
  * device, pinned and malloc memory; IPC to a second process (this program again) that
  * writes into our buffer; a child forked after cuInit gets NOT_INITIALIZED;
  * cuGetProcAddress_v2 gives the exported functions; images: only the magic one loads, and
- * braid_k_copy copies, and has attributes, when the kernels are linked in (skipped, saying
- * why, when not);
+ * braid_k_copy copies, and has attributes (the kernels' host build is linked into the
+ * emulator: a failure if it is not);
  * BRAID_EMU_STALL_LAUNCH=2 in a second process, with and without strict mode: its launch
  * 2 never ends, launch 3 on another stream does, and the process exits normally; strict
  * mode (emu_strict.c), in a second process.
@@ -421,10 +421,9 @@ static void check_modules(void)
     check(1, "the magic image loads");
     CU_ERR(cuModuleGetFunction(&f, m, "braid_k_no_such_kernel"), CUDA_ERROR_NOT_FOUND);
     CUresult r = cuModuleGetFunction(&f, m, BRAID_KERNEL_COPY);
-    if (r == CUDA_ERROR_NOT_FOUND)
-        printf("skip: %s is not in the emulator (the kernels' host build is not linked in)\n",
-               BRAID_KERNEL_COPY);
-    else if (CU(r))
+    check(r != CUDA_ERROR_NOT_FOUND, "%s is in the emulator (the kernels' host build is "
+          "linked into it)", BRAID_KERNEL_COPY);
+    if (r != CUDA_ERROR_NOT_FOUND && CU(r))
         check_launch_copy(f);
     if (r == CUDA_SUCCESS)
         check_func_attributes(f);

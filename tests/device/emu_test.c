@@ -219,10 +219,9 @@ int load_copy_kernel(CUmodule *m_p, CUfunction *f_p)
     CUresult r = cuModuleGetFunction(f_p, *m_p, BRAID_KERNEL_COPY);
     if (r == CUDA_SUCCESS)
         return 1;
-    if (r == CUDA_ERROR_NOT_FOUND)
-        printf("skip: %s is not in the emulator (the kernels' host build is not linked in)\n",
-               BRAID_KERNEL_COPY);
-    else
+    check(r != CUDA_ERROR_NOT_FOUND, "%s is in the emulator (the kernels' host build is "
+          "linked into it)", BRAID_KERNEL_COPY);
+    if (r != CUDA_ERROR_NOT_FOUND)
         CU(r);
     CU(cuModuleUnload(*m_p));
     return 0;
