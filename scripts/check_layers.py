@@ -29,6 +29,7 @@ LAYERS = {
     "transports": 3,
     "kernels": 3,
     "src/device": 3,
+    "emu": 3,
     "src/topo": 2,
     "src/base": 1,
 }

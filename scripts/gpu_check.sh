@@ -15,7 +15,7 @@
 # "N passed, N failed".
 #
 # --emu (or GPU_CHECK_EMU=1) needs no GPU: the steps run on braid's emulated driver
-# (BUILD_DIR/src/device/emu/.libs first on LD_LIBRARY_PATH; a build without the CUDA
+# (BUILD_DIR/emu/.libs first on LD_LIBRARY_PATH; a build without the CUDA
 # kernels will do), as far as it goes: PyTorch and NVIDIA's client are skipped, saying so.
 #
 # Time limits: GPU_CHECK_LIMIT_SCALE (default 1, decimals allowed) multiplies every step's
@@ -55,7 +55,7 @@ if ! awk -v s="$scale" 'BEGIN { exit !(s + 0 > 0) }'; then
     exit 99
 fi
 if [ "$emu_mode" = 1 ]; then
-    emu=$build/src/device/emu/.libs
+    emu=$build/emu/.libs
     if [ ! -e "$emu/libcuda.so.1" ]; then
         echo "gpu_check.sh: --emu: $emu/libcuda.so.1 is not built"
         exit 99

@@ -13,7 +13,7 @@
 #                memory, do not judge it)
 #
 # BRAID_BUILD_DIR names the build (default: build/ of this checkout). Where the build has
-# braid's emulated CUDA driver (src/device/emu/.libs/libcuda.so.1) it goes on
+# braid's emulated CUDA driver (emu/.libs/libcuda.so.1) it goes on
 # LD_LIBRARY_PATH and a quarter of the iterations use device buffers (SOAK_DEVICE=0: host
 # buffers only). An outer timeout (the duration + 4 minutes) kills the whole job and fails.
 # Exit status: 0 when exactly the planned rank(s) died and everything else passed; 1 on any
@@ -41,7 +41,7 @@ if [ ! -x "$prog" ]; then
     exit 99
 fi
 args=(-s "$seconds")
-emu=$build/src/device/emu/.libs
+emu=$build/emu/.libs
 if [ "${SOAK_DEVICE:-1}" != 0 ] && [ -e "$emu/libcuda.so.1" ]; then
     export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     args+=(-d)

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "device/device.h"
+#include "exec/dev_kernels.h"
 #include "kernels/kernels.h"
 #include "topo/topo.h"
 
@@ -71,7 +72,7 @@ static void info_gpu_line(void *arg, const char *text)
 static void info_gpu_print(FILE *out)
 {
     fprintf(out, "gpu:\n");
-    braid_device_report(info_gpu_line, out);
+    braid_dev_kernels_report(info_gpu_line, out);
 }
 
 /* "  NICs on PCI: 2 (eth0 (PCI ...), ib0)" */

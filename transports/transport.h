@@ -224,6 +224,21 @@ typedef struct braid_transport {
     int (*peer_call)(void *tp, int r, braid_msg_hdr_t *hdr_p);
 } braid_transport_t;
 
+/*
+ * A local peer's own memory, read in place (pull steps, src/exec/exec_pull.c): with plain
+ * loads where the peer is a thread of this process, else by cross-memory attach
+ * (process_vm_readv, the shared-memory transport's transports/shm/cma.c, where its setup
+ * found that every pair of local ranks may: braid_transport_ctx_t.pull).
+ */
+/* A random key of this process, the same in all its threads: with the pid it tells whether
+ * a peer is this very process (a pid alone may repeat across pid namespaces). */
+uint64_t braid_cma_proc_key(void);
+
+/* Read `len` bytes at address `remote` of process `pid` into dst. Returns 0, or the errno of
+ * the failure: ESRCH (the process is gone or a zombie), EPERM (not allowed: another user,
+ * Yama, seccomp), ENOSYS (no CMA in this kernel), EFAULT (an address is not mapped). */
+int braid_cma_read(int pid, void *dst, uint64_t remote, size_t len);
+
 /* The built-in transports in setup order (transports/transports.c), NULL-terminated. */
 extern const braid_transport_t *const braid_transports[];
 #define BRAID_TRANSPORTS_MAX 4

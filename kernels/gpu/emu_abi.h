@@ -1,5 +1,5 @@
 /*
- * The host build of the GPU kernels, as the emulated driver (src/device/emu/) runs them.
+ * The host build of the GPU kernels, as the emulated driver (emu/) runs them.
  *
  * Each kernel of kernels/gpu (the .hip files), compiled for the host, becomes an entry
  * `void fn(void **params)` that runs ONE thread of the grid: the one named by the

@@ -1,7 +1,7 @@
 /*
  * The one argument every GPU kernel takes (by value), shared by the kernels (the .hip
  * files here), the device layer that launches them (src/device/) and the emulated driver
- * that runs their host build (src/device/emu/). Plain C, fixed layout.
+ * that runs their host build (emu/). Plain C, fixed layout.
  *
  * Kernels (names as cuModuleGetFunction / hipModuleGetFunction see them):
  *   braid_k_reduce: for i < count (elements of dtype):

@@ -1,7 +1,7 @@
 /*
  * The CUDA backend: the driver API only (libcuda.so.1, no cudart), every entry found with
  * cuGetProcAddress, so one libbraid runs on NVIDIA's driver, on braid's emulated driver
- * (src/device/emu/) and on a machine with neither.
+ * (emu/) and on a machine with neither.
  *
  * Each thread that calls into the driver needs a current context: braid uses the device's
  * primary context (the one CUDA's runtime, and so PyTorch, uses) and binds a thread to it

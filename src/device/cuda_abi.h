@@ -4,7 +4,7 @@
  * so that neither braid nor the emulator needs NVIDIA's header to build).
  *
  * braid reaches the driver only through cuGetProcAddress (device/cuda.c); the emulator
- * (src/device/emu/) exports every name listed here under its versioned and plain names.
+ * (emu/) exports every name listed here under its versioned and plain names.
  */
 #ifndef BRAID_DEVICE_CUDA_ABI_H
 #define BRAID_DEVICE_CUDA_ABI_H

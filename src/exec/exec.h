@@ -9,9 +9,9 @@
  * braid_exec_run() is that loop, with back-off, peer checks and the collective timeout.
  *
  * Pull steps (src/exec/sched.h) read a peer's buffer directly: with plain loads when the
- * peer is a thread of this process, else with cross-memory attach (transports/shm/cma.h),
- * straight into the destination for a copy, or through a small per-op bounce buffer that
- * stays in cache for a reduction.
+ * peer is a thread of this process, else with cross-memory attach (transport.h:
+ * braid_cma_read), straight into the destination for a copy, or through a small per-op
+ * bounce buffer that stays in cache for a reduction.
  */
 #ifndef BRAID_CORE_EXEC_H
 #define BRAID_CORE_EXEC_H
@@ -20,8 +20,8 @@
 
 #include "exec/sched.h"
 #include "base/time.h"
-#include "device/device.h"
-#include "device/view.h"
+#include "exec/dev_slice.h"
+#include "exec/view.h"
 #include "kernels/kernels.h"
 #include "transports/transport.h"
 

@@ -14,7 +14,7 @@
 #include "exec/exec_pull.h"
 #include "base/log.h"
 #include "base/proc.h"
-#include "transports/shm/cma.h"
+#include "transports/transport.h"
 
 typedef struct exec_hello {
     uint64_t magic;

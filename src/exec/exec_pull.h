@@ -1,8 +1,8 @@
 /*
  * Pull steps of the executor (src/exec/sched.h): the per-call hello table, and reading a
  * peer's buffer, with plain loads when the peer is a thread of this process, else with
- * cross-memory attach (transports/shm/cma.h): straight into the destination for a copy, or
- * through a small bounce buffer that stays in cache for anything that computes.
+ * cross-memory attach (transport.h: braid_cma_read): straight into the destination for a
+ * copy, or through a small bounce buffer that stays in cache for anything that computes.
  * Internal to src/exec/exec.c.
  */
 #ifndef BRAID_CORE_EXEC_PULL_H

@@ -1,5 +1,5 @@
 /*
- * The emulated CUDA driver (src/device/emu), as a program compiled against NVIDIA's cuda.h
+ * The emulated CUDA driver (emu), as a program compiled against NVIDIA's cuda.h
  * sees it: cuda.h renames calls to the versioned symbols (cuMemAlloc -> cuMemAlloc_v2),
  * so linking this program checks that the emulator exports them.
  *

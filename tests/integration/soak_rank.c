@@ -45,7 +45,7 @@
 #define DEVICE_ONE_IN 4
 #define KILL_DELAY_MAX_US 3000
 #define DETECT_LIMIT_S 15.0
-/* The descriptors of device memory on braid's emulated driver (src/device/emu/emu_mem.c),
+/* The descriptors of device memory on braid's emulated driver (emu/emu_mem.c),
  * and how many more of them a communicator may come to keep after the warm-up: its device
  * executor keeps up to 16 scratch buffers, made as bigger or more concurrent ones are
  * needed (src/device/slice.c). The split and final destroys must give back every one. */

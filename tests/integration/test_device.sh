@@ -1,6 +1,6 @@
 #!/bin/bash
-# Device buffers on braid's emulated CUDA driver (src/device/emu, built as
-# src/device/emu/.libs/libcuda.so.1): every collective, type and op through coll_check -d
+# Device buffers on braid's emulated CUDA driver (emu, built as
+# emu/.libs/libcuda.so.1): every collective, type and op through coll_check -d
 # (braid.h's uneven ones too, section v) on 1 to 4 processes, 4 ranks driven by one thread
 # (one stream for all, in groups) and 3 threads with a rank each; every queued operation of
 # the emulated streams delayed (BRAID_EMU_DELAY_US), so a library that reads a buffer
@@ -20,7 +20,7 @@
 # Exit status as automake reads it: 0 pass, 1 fail, 99 hard error.
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-emu=$build/src/device/emu/.libs
+emu=$build/emu/.libs
 check=$build/tests/integration/coll_check
 fault=$build/tests/fault/device_fault
 stall=$build/tests/fault/device_stall

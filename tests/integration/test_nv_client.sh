@@ -12,7 +12,7 @@
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 src=${BRAID_SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-emu=$build/src/device/emu/.libs
+emu=$build/emu/.libs
 libdir=${BRAID_LIBDIR:-$build/.libs/braid}
 nv_inc=${NVIDIA_NCCL_INCLUDE:-/usr/local/cuda/include}
 nv_lib=${NVIDIA_NCCL_LIBDIR:-/usr/local/cuda/lib}

@@ -61,7 +61,7 @@ done
 
 # Device buffers, on the emulated CUDA driver in its strict mode (as unforgiving as a real
 # driver: test_device.sh)
-EMU=$BUILD_DIR/src/device/emu/.libs
+EMU=$BUILD_DIR/emu/.libs
 export BRAID_EMU_STRICT=1
 if [ -e "$EMU/libcuda.so.1" ]; then
     for n in 2 4; do

@@ -16,7 +16,7 @@
  * another offset, slices of random lengths up to the slot, which for narrow wire types
  * takes the executor several rounds of its accumulation buffers.
  *
- * The driver is src/device/emu's libcuda.so.1 of the build ($BRAID_BUILD_DIR, which make
+ * The driver is emu's libcuda.so.1 of the build ($BRAID_BUILD_DIR, which make
  * check sets, else found from this program's path), loaded before braid looks for one;
  * BRAID_TEST_DRIVER=system uses whatever libcuda.so.1 the loader finds (a real GPU).
  */
@@ -36,6 +36,7 @@
 
 #include "base/log.h"
 #include "device/device.h"
+#include "exec/dev_slice.h"
 #include "kernels/kernels.h"
 
 #define SLICE_BYTES 2048
@@ -63,7 +64,7 @@ static int load_driver(void)
     if (drv != NULL && strcmp(drv, "system") == 0)
         return 1;
     if (build != NULL) {
-        snprintf(path, sizeof(path), "%s/src/device/emu/.libs/libcuda.so.1", build);
+        snprintf(path, sizeof(path), "%s/emu/.libs/libcuda.so.1", build);
     } else {
         ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
         if (n <= 0)
@@ -75,7 +76,7 @@ static int load_driver(void)
                 return 0;
             *slash = '\0';
         }
-        snprintf(path, sizeof(path), "%s/src/device/emu/.libs/libcuda.so.1", exe);
+        snprintf(path, sizeof(path), "%s/emu/.libs/libcuda.so.1", exe);
     }
     /* braid's dlopen("libcuda.so.1") then finds this one, by its soname */
     if (dlopen(path, RTLD_NOW | RTLD_GLOBAL) == NULL) {

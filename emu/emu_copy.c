@@ -12,7 +12,7 @@
  * pinned) host memory makes an async copy synchronous, as on the real driver (through a
  * staging buffer there).
  */
-#include "device/emu/emu_int.h"
+#include "emu/emu_int.h"
 
 /* A copy's side: host (any memory; pinned or not) or device (memory the driver made). */
 typedef enum { EMU_HOST, EMU_DEV } emu_side_t;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "device/emu/emu_int.h"
+#include "emu/emu_int.h"
 
 typedef struct emu_mark {
     int refs;

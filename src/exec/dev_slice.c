@@ -1,7 +1,7 @@
 /*
- * Running the executor's slices on a device: braid's kernels (kernels/gpu) loaded once per
- * device, launched on the stream of the communicator's device executor, which its proxy
- * thread drives.
+ * The host engine's slices on a device (dev_slice.h): braid's kernels (dev_kernels.h)
+ * launched on the stream of the communicator's device executor, which its proxy thread
+ * drives.
  *
  * A slice reads a transport slot (host memory) and the call's buffers (device memory) and
  * writes either or both. Shared-memory slots are mapped for the device (the transport maps
@@ -26,10 +26,6 @@
  * (launches of loaded kernels, copies between device and pinned memory, memsets, event
  * records) and polls events; a caller may sit in a pageable copy that waits for this
  * very proxy, holding that lock.
- *
- * Kernel images, tried in the table's order for the backend: CUDA loads its fatbin (the
- * driver picks the cubin or JITs the PTX) or, on braid's emulated driver, the emu image;
- * HIP loads its code-object bundle, else compiles the embedded source with hiprtc.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -40,20 +36,11 @@
 
 #include "base/log.h"
 #include "base/time.h"
-#include "device/device.h"
-#include "kernels/gpu/images.h"
+#include "exec/dev_kernels.h"
+#include "exec/dev_slice.h"
 #include "kernels/gpu/kargs.h"
 
-#define DEV_MAX 64
-#define DEV_BLOCK 256
-#define DEV_GRID_MAX 1024
 #define DEV_SCALAR_BYTES 64         /* pinned room for a ncclPreMulSum scalar */
-
-typedef struct dev_kernels {
-    void *module;               /* loaded once per device, for the process's life */
-    void *reduce, *copy, *cast;
-    const char *image;          /* which image loaded: "cuda sm_80 ...", "hip (hiprtc)" */
-} dev_kernels_t;
 
 /* Scratch buffers are made by a calling thread and kept (freeing device memory waits for
  * the whole device, including a caller's stream that waits for this very proxy). */
@@ -71,7 +58,7 @@ struct braid_device_exec {
     void *stream;
     void *done;                     /* recorded after a slice's work, then waited for */
     int pending;                    /* a wait on `done` has not ended well (dev_pending) */
-    dev_kernels_t *k;
+    braid_dev_kernels_t *k;
     char *pinned;                   /* stage in | stage out | scalar: pinned, device-mapped */
     char *stage_in, *stage_out;     /* slots the device cannot reach go through here */
     char *stage_in_dev, *stage_out_dev;   /* the same, as kernels reach them */
@@ -82,71 +69,6 @@ struct braid_device_exec {
     pthread_mutex_t scratch_lock;   /* callers add buffers while the proxy takes them */
     dev_scratch_t scratch[DEV_SCRATCH_MAX];
 };
-
-static dev_kernels_t dev_kernels[DEV_MAX];
-static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int image_for(const braid_device_ops_t *ops, const braid_gpu_image_t *img)
-{
-    if (strcmp(ops->name, "cuda") == 0)
-        return strcmp(img->kind, "cuda") == 0 || strcmp(img->kind, "emu") == 0;
-    return strcmp(ops->name, "hip") == 0 && strcmp(img->kind, "hip") == 0;
-}
-
-/* Each kernel, loaded now (module_function forces it): not at a first launch mid-job. */
-static braid_status_t kernels_find(const braid_device_ops_t *ops, void *mod, dev_kernels_t *k)
-{
-    BRAID_CHECK(ops->module_function(mod, BRAID_KERNEL_REDUCE, &k->reduce));
-    BRAID_CHECK(ops->module_function(mod, BRAID_KERNEL_CAST, &k->cast));
-    return ops->module_function(mod, BRAID_KERNEL_COPY, &k->copy);
-}
-
-/* Load braid's kernels on the bound device: the first embedded image it accepts. */
-static braid_status_t kernels_load(const braid_device_ops_t *ops, dev_kernels_t *k)
-{
-    void *mod = NULL;
-    for (int i = 0; i < braid_gpu_nimages; i++) {
-        const braid_gpu_image_t *img = &braid_gpu_images[i];
-        if (!image_for(ops, img))
-            continue;
-        braid_status_t st = ops->module_load(img->data, img->size, &mod);
-        if (st == BRAID_ERR_UNSUPPORTED)
-            continue;
-        BRAID_CHECK(st);
-        k->module = mod;
-        k->image = img->kind;
-        return kernels_find(ops, mod, k);
-    }
-    if (ops->compile != NULL && braid_gpu_hip_source[0] != '\0') {
-        void *image;
-        size_t size;
-        BRAID_CHECK(ops->compile(braid_gpu_hip_source, &image, &size));
-        braid_status_t st = ops->module_load(image, size, &mod);
-        free(image);
-        BRAID_CHECK(st);
-        k->module = mod;
-        k->image = "hip (compiled at run time)";
-        return kernels_find(ops, mod, k);
-    }
-    return braid_err(BRAID_ERR_UNSUPPORTED, "%s: no kernel image embedded in braid runs on "
-                     "this device (braid-info lists them; rebuild with --with-gpu-archs "
-                     "naming its arch)", ops->name);
-}
-
-static braid_status_t kernels_get(const braid_device_ops_t *ops, int ordinal,
-                                  dev_kernels_t **k_p)
-{
-    if (ordinal < 0 || ordinal >= DEV_MAX)
-        return braid_err(BRAID_ERR_INVALID, "device %d is out of range", ordinal);
-    braid_status_t st = BRAID_OK;
-    pthread_mutex_lock(&dev_lock);
-    dev_kernels_t *k = &dev_kernels[ordinal];
-    if (k->copy == NULL)
-        st = kernels_load(ops, k);
-    pthread_mutex_unlock(&dev_lock);
-    *k_p = k;
-    return st;
-}
 
 /* Where the kernels reach pinned host memory p (NULL: the runtime did not map it). */
 static char *pinned_dev(const braid_device_ops_t *ops, void *p)
@@ -228,7 +150,7 @@ braid_status_t braid_device_exec_create(int ordinal, size_t slice_bytes, size_t 
     pthread_mutex_init(&dx->scratch_lock, NULL);
     braid_status_t st;
     BRAID_CHECK_GOTO(st, ops->bind(ordinal), out_release);
-    BRAID_CHECK_GOTO(st, kernels_get(ops, ordinal, &dx->k), out_release);
+    BRAID_CHECK_GOTO(st, braid_dev_kernels_get(ordinal, &dx->k), out_release);
     BRAID_CHECK_GOTO(st, ops->stream_create(&dx->stream), out_release);
     BRAID_CHECK_GOTO(st, ops->event_create(&dx->done), out_release);
     BRAID_CHECK_GOTO(st, exec_pinned(dx, slice_bytes), out_release);
@@ -415,48 +337,6 @@ void braid_device_exec_free(braid_device_exec_t *dx, void *p)
     pthread_mutex_unlock(&dx->scratch_lock);
 }
 
-/* The kernels were loaded at create (kernels_find), so a launch only queues work on the
- * stream: nothing a driver serialises behind its allocation lock. */
-static braid_status_t launch(braid_device_exec_t *dx, void *fn, braid_kargs_t *a,
-                             size_t units)
-{
-    size_t per_block = (size_t)DEV_BLOCK * 4;
-    size_t grid = (units + per_block - 1) / per_block;
-    grid = grid < 1 ? 1 : grid > DEV_GRID_MAX ? DEV_GRID_MAX : grid;
-    return dx->ops->launch(fn, (unsigned)grid, DEV_BLOCK, a, sizeof(*a), dx->stream);
-}
-
-/* The kernel that computes the slice's value from `in` (the slot as the kernels reach it,
- * or NULL) and src into a->out[]. Nothing to do when the value is src itself, already in
- * place. */
-static braid_status_t slice_kernel(braid_device_exec_t *dx, const braid_device_slice_t *s,
-                                   const void *in, braid_kargs_t *a)
-{
-    a->dtype = s->dtype;
-    a->op = s->op;
-    a->postdiv = s->postdiv;
-    if (s->premul != NULL)
-        memcpy(&a->premul, s->premul, sizeof(a->premul));
-    if (in != NULL && s->reduce) {
-        a->in[0] = in;
-        a->in[1] = s->src;
-        a->nin = 2;
-        a->premul_mask = s->premul != NULL ? 2u : 0u;
-    } else {
-        a->in[0] = in != NULL ? in : s->src;
-        a->nin = 1;
-        a->premul_mask = in == NULL && s->premul != NULL ? 1u : 0u;
-    }
-    a->count = s->count;
-    if (a->nin == 1 && a->premul_mask == 0 && s->postdiv <= 1) {
-        if (a->in[0] == a->out[0] && a->out[1] == NULL)
-            return BRAID_OK;
-        a->count = s->bytes;
-        return launch(dx, dx->k->copy, a, s->bytes / 16 + 1);
-    }
-    return launch(dx, dx->k->reduce, a, s->count);
-}
-
 /* Where the kernels reach a slot directly: a mapped slot's device address, else NULL.
  * (A pointer query: answered from the driver's tables, never behind its lock.) */
 static char *slot_mapped(braid_device_exec_t *dx, const void *p)
@@ -492,15 +372,17 @@ braid_status_t braid_device_exec_slice(braid_device_exec_t *dx, const braid_devi
                                        const braid_device_wait_t *w)
 {
     char *in = NULL, *out = NULL;
-    braid_kargs_t a;
-    memset(&a, 0, sizeof(a));
     if (s->in != NULL)
         BRAID_CHECK(slot_dev(dx, s->in, s->bytes, 1, &in));
     if (s->out != NULL)
         BRAID_CHECK(slot_dev(dx, s->out, s->bytes, 0, &out));
-    a.out[0] = s->dst != NULL ? s->dst : out;
-    a.out[1] = s->dst != NULL ? out : NULL;
-    BRAID_CHECK(slice_kernel(dx, s, in, &a));
+    braid_dev_slice_kernel_t k = {
+        .in = in, .src = s->src, .out = { s->dst != NULL ? s->dst : out,
+                                          s->dst != NULL ? out : NULL },
+        .bytes = s->bytes, .count = s->count, .dtype = s->dtype, .op = s->op,
+        .reduce = s->reduce, .premul = s->premul, .postdiv = s->postdiv,
+    };
+    BRAID_CHECK(braid_dev_kernels_slice(dx->k, &k, dx->stream));
     BRAID_CHECK(exec_wait(dx, w));
     slot_out_done(dx, s->out, out, s->bytes);
     return BRAID_OK;
@@ -527,7 +409,7 @@ static braid_status_t view_cast(braid_device_exec_t *dx, braid_dtype_t ddt, void
         a.premul.f = *scale;
         a.premul_mask = 1u;
     }
-    return launch(dx, dx->k->cast, &a, n);
+    return braid_dev_kernels_launch(dx->k->cast, &a, sizeof(a), n, dx->stream);
 }
 
 /* a[0..n) = the view's elements e.. in type acc, times *pre; padding reads 0. */
@@ -585,7 +467,8 @@ static braid_status_t view_chunk(braid_device_exec_t *dx, const braid_device_vie
         k.nin = 2;
         k.dtype = acc;
         k.op = s->op;
-        BRAID_CHECK(launch(dx, dx->k->reduce, &k, n));
+        BRAID_CHECK(braid_dev_kernels_launch(dx->k->reduce, &k, sizeof(k), n,
+                                             dx->stream));
     }
     if (out != NULL)
         BRAID_CHECK(view_cast(dx, w, out + o * ws, acc, a, n, NULL, 0));
@@ -640,30 +523,4 @@ braid_status_t braid_device_exec_view_slice(braid_device_exec_t *dx,
     BRAID_CHECK(exec_wait(dx, w));
     slot_out_done(dx, s->out, out, bytes);
     return BRAID_OK;
-}
-
-void braid_device_report(void (*line)(void *arg, const char *text), void *arg)
-{
-    char buf[512];
-    const braid_device_ops_t *ops = braid_device();
-    for (int i = 0; i < braid_gpu_nimages; i++) {
-        snprintf(buf, sizeof(buf), "kernel image %s: %s (%zu bytes)", braid_gpu_images[i].kind,
-                 braid_gpu_images[i].archs, braid_gpu_images[i].size);
-        line(arg, buf);
-    }
-    snprintf(buf, sizeof(buf), "kernel source for run-time compiles: %s",
-             braid_gpu_hip_source[0] != '\0' ? "embedded" : "none");
-    line(arg, buf);
-    snprintf(buf, sizeof(buf), "device backend: %s, %d device%s", ops->name,
-             braid_device_count(), braid_device_count() == 1 ? "" : "s");
-    line(arg, buf);
-    for (int d = 0; d < braid_device_count() && d < DEV_MAX; d++) {
-        char desc[256] = "";
-        dev_kernels_t *k = NULL;
-        if (ops->bind(d) < 0 || ops->describe(d, desc, sizeof(desc)) < 0)
-            snprintf(desc, sizeof(desc), "(cannot query: %s)", braid_err_last());
-        const char *img = kernels_get(ops, d, &k) == BRAID_OK ? k->image : braid_err_last();
-        snprintf(buf, sizeof(buf), "device %d: %s; kernels: %s", d, desc, img);
-        line(arg, buf);
-    }
 }

@@ -1,10 +1,10 @@
 /*
  * Views: a flat buffer made of the caller's tensors (bucket plans, src/core/plan.c), as the
- * executor (src/exec/exec_view.c) and the device executor (src/device/slice.c) read and
+ * executor (src/exec/exec_view.c) and its device slices (src/exec/dev_slice.c) read and
  * write it. Plain data, on host or device memory alike.
  */
-#ifndef BRAID_DEVICE_VIEW_H
-#define BRAID_DEVICE_VIEW_H
+#ifndef BRAID_EXEC_VIEW_H
+#define BRAID_EXEC_VIEW_H
 
 #include <stddef.h>
 

@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device/emu/emu_int.h"
+#include "emu/emu_int.h"
 
 #define EMU_LOCK_MSG_MAX 1024
 

@@ -31,7 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "device/emu/emu_int.h"
+#include "emu/emu_int.h"
 
 #define EMU_GARBAGE 0xfff1deadu   /* NaN as float and double, large and negative as int */
 

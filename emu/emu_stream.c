@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "device/emu/emu_int.h"
+#include "emu/emu_int.h"
 
 #define EMU_POLL_MIN_US 2       /* cuStreamWaitValue32 polls, sleeping this long at first */
 #define EMU_POLL_MAX_US 500     /* ... doubling up to this */

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "device/emu/emu_int.h"
+#include "emu/emu_int.h"
 
 #define EMU_MAX_DEVICES 64
 #define EMU_DEVICE_NAME "braid emulated GPU"

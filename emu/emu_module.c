@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "device/emu/emu_int.h"
+#include "emu/emu_int.h"
 #include "kernels/gpu/kargs.h"
 
 extern const braid_emu_kernel_t braid_emu_kernels[] __attribute__((weak));
