@@ -19,10 +19,15 @@
  * primary context it has is no longer retained. A process forked after cuInit cannot use
  * the driver (CUDA_ERROR_NOT_INITIALIZED), as with the real one.
  *
+ * Each device has its PCI bus id 0000:XX:00.0, XX = 0x10 + its ordinal (hexadecimal, in
+ * upper case as CUDA may give it), as CU_DEVICE_ATTRIBUTE_PCI_BUS_ID says.
+ *
  * cuInit reads the settings once: BRAID_EMU_DEVICES, BRAID_EMU_DELAY_US (emu_stream.c),
- * BRAID_EMU_NO_HOST_REGISTER (emu_mem.c), BRAID_EMU_STALL_LAUNCH (emu_module.c) and
- * BRAID_EMU_STRICT, with, in strict mode, BRAID_EMU_LOCK_WARN_MS (emu_lock.c, which it
- * sets up); a value out of range is said on stderr and the default used.
+ * BRAID_EMU_NO_HOST_REGISTER (emu_mem.c), BRAID_EMU_STALL_LAUNCH and BRAID_EMU_FULL_GRID
+ * (emu_module.c: 1 runs every thread of a launch's grid; by default one thread does the
+ * launch's work) and BRAID_EMU_STRICT, with, in strict mode, BRAID_EMU_LOCK_WARN_MS
+ * (emu_lock.c, which it sets up); a value out of range is said on stderr and the default
+ * used.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -33,9 +38,9 @@
 
 #include "emu/emu_int.h"
 
-#define EMU_MAX_DEVICES 64
 #define EMU_DEVICE_NAME "braid emulated GPU"
 #define EMU_DEVICE_MEM (16ull << 30)
+#define EMU_PCI_BUS0 0x10               /* device d is on PCI bus EMU_PCI_BUS0 + d */
 
 static struct {
     pthread_once_t once;
@@ -45,6 +50,7 @@ static struct {
     unsigned int delay_us;
     int no_host_register;
     int strict;
+    int full_grid;
     uint64_t stall_launch;
     struct CUctx_st *ctx;           /* the primary context of each device */
     pthread_mutex_t lock;           /* retain and release */
@@ -103,6 +109,7 @@ static void emu_init_once(void)
     emu.no_host_register = env_count("BRAID_EMU_NO_HOST_REGISTER", 0, 1) != 0;
     emu.stall_launch = env_count("BRAID_EMU_STALL_LAUNCH", 0, UINT32_MAX);
     emu.strict = env_count("BRAID_EMU_STRICT", 0, 1) != 0;
+    emu.full_grid = env_count("BRAID_EMU_FULL_GRID", 0, 1) != 0;
     if (emu.ndev == 0) {
         emu.init_status = CUDA_ERROR_NO_DEVICE;
         return;
@@ -170,6 +177,11 @@ int emu_strict(void)
     return emu.strict;
 }
 
+int emu_full_grid(void)
+{
+    return emu.full_grid;
+}
+
 uint64_t emu_stall_launch(void)
 {
     return emu.stall_launch;
@@ -192,7 +204,7 @@ CUresult emu_ctx_get(CUcontext *ctx_p)
     return CUDA_SUCCESS;
 }
 
-static CUresult device_check(CUdevice dev)
+CUresult emu_device_check(CUdevice dev)
 {
     CUresult st = emu_check_init();
     if (st != CUDA_SUCCESS)
@@ -300,7 +312,7 @@ CUresult emu_cuDriverGetVersion(int *version)
 
 CUresult emu_cuDeviceGet(CUdevice *dev, int ordinal)
 {
-    CUresult st = device_check(ordinal);
+    CUresult st = emu_device_check(ordinal);
     if (st == CUDA_SUCCESS && dev == NULL)
         st = CUDA_ERROR_INVALID_VALUE;
     if (st == CUDA_SUCCESS)
@@ -320,7 +332,7 @@ CUresult emu_cuDeviceGetCount(int *count)
 
 CUresult emu_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-    CUresult st = device_check(dev);
+    CUresult st = emu_device_check(dev);
     if (st != CUDA_SUCCESS)
         return st;
     if (name == NULL || len <= 0)
@@ -344,20 +356,21 @@ static int device_attribute(int attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 4;
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x10 + dev;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return EMU_PCI_BUS0 + dev;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: return 0;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: return 0;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 8;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
     case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: return 1;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: return 1;
     default: return -1;
     }
 }
 
 CUresult emu_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
 {
-    CUresult st = device_check(dev);
+    CUresult st = emu_device_check(dev);
     if (st != CUDA_SUCCESS)
         return st;
     int v = device_attribute(attrib, dev);
@@ -367,9 +380,24 @@ CUresult emu_cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* "0000:10:00.0": domain, bus, device, function, as CU_DEVICE_ATTRIBUTE_PCI_*_ID say. */
+CUresult emu_cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev)
+{
+    CUresult st = emu_device_check(dev);
+    if (st != CUDA_SUCCESS)
+        return st;
+    if (bus_id == NULL || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(bus_id, (size_t)len, "%04X:%02X:%02X.0",
+             (unsigned int)device_attribute(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev),
+             (unsigned int)device_attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev),
+             (unsigned int)device_attribute(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev));
+    return CUDA_SUCCESS;
+}
+
 CUresult emu_cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 {
-    CUresult st = device_check(dev);
+    CUresult st = emu_device_check(dev);
     if (st == CUDA_SUCCESS && bytes == NULL)
         st = CUDA_ERROR_INVALID_VALUE;
     if (st == CUDA_SUCCESS)
@@ -381,7 +409,7 @@ CUresult emu_cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 
 CUresult emu_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
 {
-    CUresult st = device_check(dev);
+    CUresult st = emu_device_check(dev);
     if (st != CUDA_SUCCESS)
         return st;
     if (ctx == NULL)
@@ -400,7 +428,7 @@ CUresult emu_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
 
 CUresult emu_cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-    CUresult st = device_check(dev);
+    CUresult st = emu_device_check(dev);
     if (st != CUDA_SUCCESS)
         return st;
     CUcontext c = &emu.ctx[dev];
@@ -472,11 +500,15 @@ static const struct {
     EMU_ERR(CUDA_ERROR_INVALID_CONTEXT, "invalid or no current context"),
     EMU_ERR(CUDA_ERROR_MAP_FAILED, "mapping failed"),
     EMU_ERR(CUDA_ERROR_NO_BINARY_FOR_GPU, "no kernel image for this device"),
+    EMU_ERR(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "peer access is not supported between these "
+            "devices"),
     EMU_ERR(CUDA_ERROR_INVALID_PTX, "PTX compilation failed"),
     EMU_ERR(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
     EMU_ERR(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
     EMU_ERR(CUDA_ERROR_NOT_READY, "work not complete yet"),
     EMU_ERR(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal memory access"),
+    EMU_ERR(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled"),
+    EMU_ERR(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access has not been enabled"),
     EMU_ERR(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "host memory already registered"),
     EMU_ERR(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "host memory not registered"),
     EMU_ERR(CUDA_ERROR_LAUNCH_FAILED, "kernel launch failed"),

@@ -1,16 +1,17 @@
 /*
- * Copies, memsets and stream memory operations (cuStreamWaitValue32, cuStreamWriteValue32)
- * of the emulated driver. Each is an operation on a stream's queue; the synchronous calls
- * (cuMemcpyHtoD, cuMemsetD8, ...) queue theirs on the default stream and wait for it (in
- * strict mode, legacy-stream synchronisation holds: emu_stream.c). A call that waits for
- * its stream holds strict mode's driver lock shared meanwhile (emu_lock.c).
+ * Copies and memsets of the emulated driver. Each is an operation on a stream's queue;
+ * the synchronous calls (cuMemcpyHtoD, cuMemsetD8, ...) queue theirs on the default stream
+ * and wait for it (in strict mode, legacy-stream synchronisation holds: emu_stream.c). A
+ * call that waits for its stream holds strict mode's driver lock shared meanwhile
+ * (emu_lock.c).
  *
  * Device pointers are checked against the allocation table: the range must lie in one
  * allocation the driver made, mapped or pinned (INVALID_VALUE otherwise, where a GPU
  * would fault); the operation gets where the emulator reaches it (in strict mode the host
  * cannot touch device memory: emu_mem.c). A host pointer may be any memory; pageable (not
  * pinned) host memory makes an async copy synchronous, as on the real driver (through a
- * staging buffer there).
+ * staging buffer there). Copies and memsets between devices need no peer access, even in
+ * strict mode: CUDA stages copies where the devices cannot reach each other (emu_peer.c).
  */
 #include "emu/emu_int.h"
 
@@ -159,45 +160,4 @@ CUresult emu_cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstr
 CUresult emu_cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream stream)
 {
     return set("cuMemsetD32Async", stream, dst, v, n, 4, 0);
-}
-
-/* ---- stream memory operations (the worker polls a wait: emu_stream.c) -------------------- */
-
-/* The address must be known memory (device, or pinned host) and 4-byte aligned. */
-static CUresult value_op(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags,
-                         emu_op_kind_t kind)
-{
-    CUstream s;
-    void *host;
-    CUresult st = emu_stream_get(stream, &s);
-    if (st != CUDA_SUCCESS)
-        return st;
-    if (addr % sizeof(uint32_t) != 0 ||
-        emu_mem_find(addr, sizeof(uint32_t), &host) == EMU_MEM_NONE)
-        return CUDA_ERROR_INVALID_VALUE;
-    emu_op_t *op = emu_op_new(kind);
-    if (op == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.value.addr = host;
-    op->u.value.v = value;
-    op->u.value.flags = flags;
-    emu_stream_push(s, op, 0);
-    return CUDA_SUCCESS;
-}
-
-CUresult emu_cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, uint32_t value,
-                                 unsigned int flags)
-{
-    unsigned int cond = flags & ~(unsigned int)CU_STREAM_WAIT_VALUE_FLUSH;
-    if (cond > CU_STREAM_WAIT_VALUE_NOR)
-        return CUDA_ERROR_INVALID_VALUE;
-    return value_op(stream, addr, value, flags, EMU_OP_WAIT_VALUE);
-}
-
-CUresult emu_cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, uint32_t value,
-                                  unsigned int flags)
-{
-    if ((flags & ~(unsigned int)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    return value_op(stream, addr, value, flags, EMU_OP_WRITE_VALUE);
 }

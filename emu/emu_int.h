@@ -3,9 +3,13 @@
  *
  *   emu.c          the exported names, cuGetProcAddress, cuInit, devices, primary
  *                  contexts, error strings
- *   emu_mem.c      device memory (one memfd each), host memory, pointer attributes, IPC
+ *   emu_mem.c      device memory (one memfd each), host memory, IPC, the allocation table
+ *   emu_attr.c     pointer attributes and address ranges: what the table says
+ *   emu_peer.c     peer access between devices, and strict mode's check of it
  *   emu_stream.c   streams: one worker thread each, running its queue of operations
- *   emu_copy.c     copies, memsets, stream memory operations: what the host queues
+ *   emu_copy.c     copies and memsets: what the host queues
+ *   emu_memop.c    stream memory operations (waits and writes on 32- and 64-bit words):
+ *                  what the host queues, and how a worker waits (futex) and wakes
  *   emu_event.c    events
  *   emu_module.c   modules and kernel launches (the host build of kernels/gpu)
  *   emu_lock.c     strict mode's driver lock and time slices
@@ -22,7 +26,9 @@
  *   - processes that share a device run their kernels one at a time (emu_lock.c);
  *   - functions load lazily, at their first launch, under the driver lock (emu_module.c);
  *   - the host cannot touch device memory: only the emulator's copies, memsets, stream
- *     memory operations and kernels reach it (emu_mem.c).
+ *     memory operations and kernels reach it (emu_mem.c);
+ *   - a kernel or a stream memory operation of one device that touches another device's
+ *     memory needs peer access to it, else the process aborts as a GPU faults (emu_peer.c).
  */
 #ifndef BRAID_DEVICE_EMU_INT_H
 #define BRAID_DEVICE_EMU_INT_H
@@ -51,6 +57,7 @@ BRAID_CUDA_ENTRIES(EMU_DECLARE)
 #define EMU_FUNC_MAGIC 0x62666e63u      /* "bfnc" */
 
 #define EMU_DRIVER_VERSION 13000        /* cuDriverGetVersion: CUDA 13.0 */
+#define EMU_MAX_DEVICES 64              /* BRAID_EMU_DEVICES: a context's peers are 64 bits */
 
 /* ---- emu.c: driver state, devices, contexts ------------------------------------------- */
 
@@ -70,6 +77,7 @@ struct CUctx_st {
     uint64_t pending;               /* queued operations not finished, all streams */
     uint64_t tickets;               /* operations ever queued, all streams: their order */
     struct CUstream_st *streams;    /* every live stream, the null stream too */
+    uint64_t peers;                 /* bit d: peer access to device d enabled; atomic */
 };
 
 EMU_HIDDEN CUresult emu_check_init(void);
@@ -88,6 +96,11 @@ EMU_HIDDEN uint64_t emu_stall_launch(void);
 EMU_HIDDEN void emu_sleep_us(unsigned int us);
 /* BRAID_EMU_STRICT=1, read by cuInit: as unforgiving as a real driver (emu_stream.c, ...). */
 EMU_HIDDEN int emu_strict(void);
+/* BRAID_EMU_FULL_GRID=1, read by cuInit: a launch runs every thread of its grid, not one
+ * thread that stands for them all (emu_module.c). */
+EMU_HIDDEN int emu_full_grid(void);
+/* A device ordinal that cuInit made: CUDA_SUCCESS, or NOT_INITIALIZED, INVALID_DEVICE. */
+EMU_HIDDEN CUresult emu_device_check(CUdevice dev);
 /* A failed system call, on stderr: the emulator has no log of its own. */
 EMU_HIDDEN void emu_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -101,9 +114,43 @@ typedef enum emu_mem_kind {
     EMU_MEM_HOST_REG,       /* cuMemHostRegister */
 } emu_mem_kind_t;
 
+/* An entry of the allocation table. */
+typedef struct emu_alloc {
+    uintptr_t base;                 /* the device address */
+    uintptr_t mirror;               /* where the host reaches the bytes (DEVICE, IPC) */
+    size_t size;
+    emu_mem_kind_t kind;
+    CUdevice dev;                   /* where allocated, or current when pinned / opened */
+    CUdevice home;                  /* DEVICE, IPC: the device whose memory it is (IPC: the
+                                     * exporter's); -1 for host memory */
+    int lazy_peer;                  /* IPC: opened with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */
+    int fd;                         /* DEVICE: its memfd; -1 otherwise */
+    uint64_t ino;                   /* DEVICE, IPC: the memfd's inode, which handles name */
+    pid_t owner;                    /* IPC: the exporting process */
+    int refs;                       /* IPC: opens not closed yet */
+} emu_alloc_t;
+
 /* The kind of the one allocation that holds all of [p, p + n), NONE if none does; and in
  * *host_p, where the emulator reaches p (device memory's mirror in strict mode, else p). */
 EMU_HIDDEN emu_mem_kind_t emu_mem_find(CUdeviceptr p, size_t n, void **host_p);
+/* The same for work queued on a stream of device dev, by call: in strict mode, another
+ * device's memory without peer access to it is a GPU fault (emu_peer_fault). */
+EMU_HIDDEN emu_mem_kind_t emu_mem_reach(CUdeviceptr p, size_t n, CUdevice dev,
+                                        const char *call, void **host_p);
+/* A copy of the entry that holds p: 0 if none does. */
+EMU_HIDDEN int emu_mem_lookup(CUdeviceptr p, emu_alloc_t *a_p);
+/* While a launch's parameters are turned into host addresses (braid_emu_host_addr), by
+ * call on a stream of dev: they are reached as emu_mem_reach does; call NULL: no launch. */
+EMU_HIDDEN void emu_mem_launching(const char *call, CUdevice dev);
+
+/* ---- emu_peer.c: peer access ------------------------------------------------------------ */
+
+/* May work of device dev touch memory of device home (the same device, or peer access)? */
+EMU_HIDDEN int emu_peer_enabled(CUdevice dev, CUdevice home);
+/* Strict mode's GPU fault: call, on a stream of dev, touched p, memory a of another device,
+ * without peer access. Says so on stderr, and aborts. */
+EMU_HIDDEN void emu_peer_fault(const char *call, CUdeviceptr p, CUdevice dev,
+                               const emu_alloc_t *a) __attribute__((noreturn));
 
 /* ---- emu_lock.c: the driver lock, time slices (strict mode) ------------------------------- */
 
@@ -142,12 +189,28 @@ typedef enum emu_op_kind {
     EMU_OP_LAUNCH,
     EMU_OP_RECORD,          /* complete an event's mark */
     EMU_OP_WAIT_EVENT,      /* wait for a mark */
-    EMU_OP_WAIT_VALUE,
-    EMU_OP_WRITE_VALUE,
+    EMU_OP_MEMOPS,          /* stream memory operations, in order (emu_memop.c) */
 } emu_op_kind_t;
 
 struct emu_mark;
 struct emu_launch;
+
+/* A stream memory operation, as the worker runs it. */
+typedef enum emu_memop_kind {
+    EMU_MEMOP_WAIT32,
+    EMU_MEMOP_WRITE32,
+    EMU_MEMOP_WAIT64,
+    EMU_MEMOP_WRITE64,
+    EMU_MEMOP_NOP,          /* a barrier, a flush of remote writes: nothing to do here */
+} emu_memop_kind_t;
+
+typedef struct emu_memop {
+    emu_memop_kind_t kind;
+    unsigned int cond;      /* a wait's: CU_STREAM_WAIT_VALUE_GEQ, EQ, AND, NOR */
+    int pinned;             /* the word is pinned host memory, not device memory */
+    void *addr;             /* where the emulator reaches the word */
+    uint64_t v;
+} emu_memop_t;
 
 typedef struct emu_op {
     struct emu_op *next;
@@ -156,10 +219,11 @@ typedef struct emu_op {
     union {
         struct { void *dst; const void *src; size_t n; } copy;
         struct { void *dst; uint32_t v; size_t n; } set;       /* n elements */
-        struct { uint32_t *addr; uint32_t v; unsigned int flags; } value;
+        unsigned int nmemops;   /* EMU_OP_MEMOPS: memop[0 .. nmemops) */
         struct emu_mark *mark;
         struct emu_launch *launch;
     } u;
+    emu_memop_t memop[];    /* EMU_OP_MEMOPS: allocated with it (emu_memop.c) */
 } emu_op_t;
 
 struct CUstream_st {
@@ -173,6 +237,7 @@ struct CUstream_st {
     pthread_cond_t done;            /* synchronize waits here */
     emu_op_t *head, *tail;
     uint64_t queued, finished;      /* operations ever queued and finished, in order */
+    uint64_t wake_at;               /* wake the waiters once finished reaches it */
     int stopping;                   /* destroyed: the worker ends once the queue is empty */
 };
 
@@ -184,6 +249,10 @@ EMU_HIDDEN void emu_stream_push(CUstream s, emu_op_t *op, int wait);
 EMU_HIDDEN CUresult emu_stream_new(CUcontext ctx, unsigned int flags, CUstream *s_p);
 /* Wait until every operation queued in ctx has finished. */
 EMU_HIDDEN void emu_ctx_sync(CUcontext ctx);
+
+/* ---- emu_memop.c: what a stream's worker does for stream memory operations -------------- */
+
+EMU_HIDDEN void emu_memops_run(const emu_op_t *op);     /* EMU_OP_MEMOPS */
 
 /* ---- emu_event.c: what a stream's worker does for events -------------------------------- */
 

@@ -17,9 +17,11 @@
  * mirror is the device address itself. Pointer attributes, address ranges and IPC handles
  * speak in device addresses.
  *
- * The table (sorted by address, behind one mutex) answers cuPointerGetAttribute(s),
- * cuMemGetAddressRange, the checks copies and memsets make on device pointers, and the
- * mirror address of each.
+ * The table (sorted by address, behind one mutex) answers pointer attributes and address
+ * ranges (emu_attr.c), the checks copies, memsets, stream memory operations and launches
+ * make on device pointers, and the mirror address of each. It knows the device whose
+ * memory each allocation is (an IPC handle carries the exporter's), for strict mode's
+ * check of peer access (emu_peer.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,18 +36,6 @@
 #include "emu/emu_int.h"
 
 #define EMU_GARBAGE 0xfff1deadu   /* NaN as float and double, large and negative as int */
-
-typedef struct emu_alloc {
-    uintptr_t base;                 /* the device address */
-    uintptr_t mirror;               /* where the host reaches the bytes (DEVICE, IPC) */
-    size_t size;
-    emu_mem_kind_t kind;
-    CUdevice dev;                   /* where allocated, or current when pinned / opened */
-    int fd;                         /* DEVICE: its memfd; -1 otherwise */
-    uint64_t ino;                   /* DEVICE, IPC: the memfd's inode, which handles name */
-    pid_t owner;                    /* IPC: the exporting process */
-    int refs;                       /* IPC: opens not closed yet */
-} emu_alloc_t;
 
 static struct {
     pthread_mutex_t lock;
@@ -114,16 +104,14 @@ static void table_remove(emu_alloc_t *a)
     table.n--;
 }
 
-/* A copy of the entry that holds p, which must start there if base_only: true if found. */
-static bool table_lookup(CUdeviceptr p, bool base_only, emu_alloc_t *a_p)
+int emu_mem_lookup(CUdeviceptr p, emu_alloc_t *a_p)
 {
     pthread_mutex_lock(&table.lock);
     emu_alloc_t *a = table_find((uintptr_t)p, 1);
-    bool found = a != NULL && (!base_only || a->base == (uintptr_t)p);
-    if (found)
+    if (a != NULL)
         *a_p = *a;
     pthread_mutex_unlock(&table.lock);
-    return found;
+    return a != NULL;
 }
 
 /* Take the entry that starts at p, of kind, out of the table: true if there was one. */
@@ -140,21 +128,60 @@ static bool table_take(CUdeviceptr p, emu_mem_kind_t kind, emu_alloc_t *a_p)
     return found;
 }
 
-emu_mem_kind_t emu_mem_find(CUdeviceptr p, size_t n, void **host_p)
+/* The entry that holds all of [p, p + n), copied to *a_p: its kind, NONE if none. */
+static emu_mem_kind_t mem_find(CUdeviceptr p, size_t n, emu_alloc_t *a_p)
 {
     pthread_mutex_lock(&table.lock);
     emu_alloc_t *a = table_find((uintptr_t)p, n);
-    emu_mem_kind_t kind = a != NULL ? a->kind : EMU_MEM_NONE;
-    *host_p = (void *)(a != NULL ? a->mirror + ((uintptr_t)p - a->base) : (uintptr_t)p);
+    *a_p = a != NULL ? *a : (emu_alloc_t){ .kind = EMU_MEM_NONE, .home = -1 };
     pthread_mutex_unlock(&table.lock);
+    return a_p->kind;
+}
+
+static void *mem_host(CUdeviceptr p, const emu_alloc_t *a)
+{
+    return (void *)(a->kind != EMU_MEM_NONE ? a->mirror + ((uintptr_t)p - a->base)
+                                            : (uintptr_t)p);
+}
+
+emu_mem_kind_t emu_mem_find(CUdeviceptr p, size_t n, void **host_p)
+{
+    emu_alloc_t a;
+    emu_mem_kind_t kind = mem_find(p, n, &a);
+    *host_p = mem_host(p, &a);
     return kind;
+}
+
+emu_mem_kind_t emu_mem_reach(CUdeviceptr p, size_t n, CUdevice dev, const char *call,
+                             void **host_p)
+{
+    emu_alloc_t a;
+    emu_mem_kind_t kind = mem_find(p, n, &a);
+    if (emu_strict() && a.home >= 0 && !a.lazy_peer && !emu_peer_enabled(dev, a.home))
+        emu_peer_fault(call, p, dev, &a);
+    *host_p = mem_host(p, &a);
+    return kind;
+}
+
+/* The launch whose parameters this thread turns into host addresses: call NULL if none. */
+static BRAID_EMU_TLS const char *launch_call;
+static BRAID_EMU_TLS CUdevice launch_dev;
+
+void emu_mem_launching(const char *call, CUdevice dev)
+{
+    launch_call = call;
+    launch_dev = dev;
 }
 
 /* The kernels' translation (kernels/gpu/emu_abi.h), once per launch and address. */
 void *braid_emu_host_addr(const void *p)
 {
     void *host;
-    emu_mem_find((CUdeviceptr)(uintptr_t)p, 1, &host);
+    CUdeviceptr d = (CUdeviceptr)(uintptr_t)p;
+    if (launch_call != NULL)
+        emu_mem_reach(d, 1, launch_dev, launch_call, &host);
+    else
+        emu_mem_find(d, 1, &host);
     return host;
 }
 
@@ -230,7 +257,8 @@ static CUresult memfd_map(size_t bytes, emu_alloc_t *a_p)
         device_map(fd, bytes, &base, &mirror) != 0)
         goto out_close;
     *a_p = (emu_alloc_t){ .base = base, .mirror = mirror, .size = bytes,
-                          .kind = EMU_MEM_DEVICE, .fd = fd, .ino = (uint64_t)sb.st_ino };
+                          .kind = EMU_MEM_DEVICE, .home = -1, .fd = fd,
+                          .ino = (uint64_t)sb.st_ino };
     return CUDA_SUCCESS;
 out_close:
     emu_warn("cuMemAlloc: cannot map a memfd of %zu bytes: %s", bytes, strerror(errno));
@@ -251,6 +279,7 @@ static CUresult mem_alloc(CUdeviceptr *dptr, size_t bytes)
     if (st != CUDA_SUCCESS)
         return st;
     a.dev = c->dev;
+    a.home = c->dev;
     garbage_fill((void *)a.mirror, bytes);
     st = table_insert(&a);
     if (st != CUDA_SUCCESS) {
@@ -296,22 +325,6 @@ CUresult emu_cuMemFree(CUdeviceptr dptr)
     return st;
 }
 
-CUresult emu_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
-{
-    CUcontext c;
-    emu_alloc_t a;
-    CUresult st = emu_ctx_get(&c);
-    if (st != CUDA_SUCCESS)
-        return st;
-    if (!table_lookup(dptr, false, &a) || (a.kind != EMU_MEM_DEVICE && a.kind != EMU_MEM_IPC))
-        return CUDA_ERROR_NOT_FOUND;
-    if (base != NULL)
-        *base = (CUdeviceptr)a.base;
-    if (size != NULL)
-        *size = a.size;
-    return CUDA_SUCCESS;
-}
-
 /* ---- pinned host memory ------------------------------------------------------------------ */
 
 static CUresult host_alloc(void **pp, size_t bytes, unsigned int flags)
@@ -330,7 +343,7 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned int flags)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     emu_alloc_t a = { .base = (uintptr_t)p, .mirror = (uintptr_t)p, .size = bytes,
-                      .kind = EMU_MEM_HOST_ALLOC, .dev = c->dev, .fd = -1 };
+                      .kind = EMU_MEM_HOST_ALLOC, .dev = c->dev, .home = -1, .fd = -1 };
     st = table_insert(&a);
     if (st != CUDA_SUCCESS) {
         munmap(p, bytes);
@@ -384,7 +397,7 @@ static CUresult host_register(void *p, size_t bytes, unsigned int flags)
     if (emu_no_host_register())
         return CUDA_ERROR_NOT_SUPPORTED;
     emu_alloc_t a = { .base = (uintptr_t)p, .mirror = (uintptr_t)p, .size = bytes,
-                      .kind = EMU_MEM_HOST_REG, .dev = c->dev, .fd = -1 };
+                      .kind = EMU_MEM_HOST_REG, .dev = c->dev, .home = -1, .fd = -1 };
     pthread_mutex_lock(&table.lock);
     if (table_overlaps(a.base, bytes))
         st = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
@@ -431,99 +444,22 @@ CUresult emu_cuMemHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned int 
     CUresult st = emu_ctx_get(&c);
     if (st != CUDA_SUCCESS)
         return st;
-    if (dptr == NULL || flags != 0 || !table_lookup((CUdeviceptr)(uintptr_t)p, false, &a) ||
+    if (dptr == NULL || flags != 0 || !emu_mem_lookup((CUdeviceptr)(uintptr_t)p, &a) ||
         (a.kind != EMU_MEM_HOST_ALLOC && a.kind != EMU_MEM_HOST_REG))
         return CUDA_ERROR_INVALID_VALUE;
     *dptr = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
 }
 
-/* ---- pointer attributes ------------------------------------------------------------------ */
-
-/*
- * Write attribute attrib of ptr, in the allocation a (kind NONE: memory the driver does
- * not know, whose attributes are zeros), to data, in the type the driver uses for it:
- * CUcontext, unsigned int (memory type, is-managed), CUdeviceptr, void *, int (ordinal),
- * size_t, bool (mapped). INVALID_VALUE for an attribute the emulator does not know, and
- * for a host pointer of device memory, which the host cannot address on a real GPU.
- */
-static CUresult attr_write(int attrib, const emu_alloc_t *a, CUdeviceptr ptr, void *data)
-{
-    bool known = a->kind != EMU_MEM_NONE;
-    bool device = a->kind == EMU_MEM_DEVICE || a->kind == EMU_MEM_IPC;
-    switch (attrib) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-        *(CUcontext *)data = known ? emu_device_ctx(a->dev) : NULL;
-        return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        *(unsigned int *)data = !known ? 0 : device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
-        return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-        *(CUdeviceptr *)data = known ? ptr : 0;
-        return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        *(void **)data = known && !device ? (void *)(uintptr_t)ptr : NULL;
-        return known && device ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-        *(unsigned int *)data = 0;
-        return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-        *(int *)data = known ? a->dev : 0;
-        return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-        *(CUdeviceptr *)data = (CUdeviceptr)a->base;
-        return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-        *(size_t *)data = a->size;
-        return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MAPPED:
-        *(bool *)data = known;
-        return CUDA_SUCCESS;
-    default:
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-}
-
-CUresult emu_cuPointerGetAttribute(void *data, int attrib, CUdeviceptr ptr)
-{
-    emu_alloc_t a;
-    CUresult st = emu_check_init();
-    if (st != CUDA_SUCCESS)
-        return st;
-    if (data == NULL || !table_lookup(ptr, false, &a))
-        return CUDA_ERROR_INVALID_VALUE;
-    return attr_write(attrib, &a, ptr, data);
-}
-
-/* Unlike the singular call, memory the driver does not know is no error: all zeros. */
-CUresult emu_cuPointerGetAttributes(unsigned int n, int *attribs, void **data, CUdeviceptr ptr)
-{
-    emu_alloc_t a = { .kind = EMU_MEM_NONE };
-    CUresult st = emu_check_init();
-    if (st != CUDA_SUCCESS)
-        return st;
-    if (n > 0 && (attribs == NULL || data == NULL))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!table_lookup(ptr, false, &a))
-        a = (emu_alloc_t){ .kind = EMU_MEM_NONE };
-    for (unsigned int i = 0; i < n; i++) {
-        if (data[i] == NULL)
-            return CUDA_ERROR_INVALID_VALUE;
-        st = attr_write(attribs[i], &a, ptr, data[i]);
-        if (st != CUDA_SUCCESS && attribs[i] != CU_POINTER_ATTRIBUTE_HOST_POINTER)
-            return st;
-    }
-    return CUDA_SUCCESS;
-}
-
 /* ---- IPC --------------------------------------------------------------------------------- */
 
-#define EMU_IPC_MAGIC "brdemu1"
+#define EMU_IPC_MAGIC "brdemu2"   /* 2: with the exporter's device */
 
 /* What a CUipcMemHandle holds: enough for another process to map the same memfd. */
 typedef struct emu_ipc_handle {
     char magic[8];
     int32_t pid, fd;                /* the owner, and its memfd: /proc/<pid>/fd/<fd> */
+    int32_t dev;                    /* the device the owner allocated it on */
     uint64_t ino, size;             /* the memfd's inode (fd numbers are reused) and size */
     uint64_t offset;                /* of the pointer exported, in the allocation */
 } emu_ipc_handle_t;
@@ -537,10 +473,11 @@ CUresult emu_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
     CUresult st = emu_ctx_get(&c);
     if (st != CUDA_SUCCESS)
         return st;
-    if (handle == NULL || !table_lookup(dptr, false, &a) || a.kind != EMU_MEM_DEVICE)
+    if (handle == NULL || !emu_mem_lookup(dptr, &a) || a.kind != EMU_MEM_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
     emu_ipc_handle_t h = { .magic = EMU_IPC_MAGIC, .pid = (int32_t)getpid(), .fd = a.fd,
-                           .ino = a.ino, .size = a.size, .offset = dptr - a.base };
+                           .dev = a.home, .ino = a.ino, .size = a.size,
+                           .offset = dptr - a.base };
     memset(handle, 0, sizeof(*handle));
     memcpy(handle->reserved, &h, sizeof(h));
     return CUDA_SUCCESS;
@@ -570,8 +507,9 @@ out_close:
     return st;
 }
 
-/* An existing mapping of the same memory: its base, and one more reference; 0 if none. */
-static uintptr_t ipc_reuse(const emu_ipc_handle_t *h)
+/* An existing mapping of the same memory: its base, and one more reference; 0 if none.
+ * Opened with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (lazy) once, the mapping stays so. */
+static uintptr_t ipc_reuse(const emu_ipc_handle_t *h, int lazy)
 {
     uintptr_t base = 0;
     pthread_mutex_lock(&table.lock);
@@ -579,6 +517,7 @@ static uintptr_t ipc_reuse(const emu_ipc_handle_t *h)
         emu_alloc_t *a = &table.v[i];
         if (a->kind == EMU_MEM_IPC && a->owner == h->pid && a->ino == h->ino) {
             a->refs++;
+            a->lazy_peer |= lazy;
             base = a->base;
         }
     }
@@ -598,17 +537,20 @@ static CUresult ipc_open(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int 
     if (dptr == NULL || (flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&h, handle.reserved, sizeof(h));
-    if (memcmp(h.magic, EMU_IPC_MAGIC, sizeof(h.magic)) != 0 || h.offset >= h.size)
+    if (memcmp(h.magic, EMU_IPC_MAGIC, sizeof(h.magic)) != 0 || h.offset >= h.size ||
+        h.dev < 0 || h.dev >= EMU_MAX_DEVICES)
         return CUDA_ERROR_INVALID_HANDLE;
     if (h.pid == (int32_t)getpid())      /* the real driver refuses its own process's too */
         return CUDA_ERROR_INVALID_CONTEXT;
-    uintptr_t base = ipc_reuse(&h);
+    int lazy = (flags & CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0;
+    uintptr_t base = ipc_reuse(&h, lazy);
     if (base == 0) {
         st = ipc_map(&h, &base, &mirror);
         if (st != CUDA_SUCCESS)
             return st;
         emu_alloc_t a = { .base = base, .mirror = mirror, .size = h.size, .kind = EMU_MEM_IPC,
-                          .dev = c->dev, .fd = -1, .ino = h.ino, .owner = h.pid, .refs = 1 };
+                          .dev = c->dev, .home = h.dev, .lazy_peer = lazy, .fd = -1,
+                          .ino = h.ino, .owner = h.pid, .refs = 1 };
         st = table_insert(&a);
         if (st != CUDA_SUCCESS) {
             device_unmap(&a);

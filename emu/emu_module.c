@@ -6,9 +6,15 @@
  * (kernels/gpu/emu_abi.h). Any other image (cubin, fatbin, PTX) is CUDA_ERROR_INVALID_IMAGE,
  * so braid falls back through its list of images as it would on a real driver.
  *
- * A launch copies its parameters, then the stream's worker runs every (block, thread) of
- * the grid in turn, setting the thread-local indices before each call.
- * BRAID_EMU_STALL_LAUNCH=N makes the process's N-th launch never end (braid's fault tests).
+ * A launch copies its parameters, then the stream's worker runs the kernel. braid's kernels
+ * loop grid-stride, so by default one thread does a launch's work: the kernel runs once,
+ * as thread 0 of block 0 of a grid of one block of one thread, far faster than a thread
+ * at a time. BRAID_EMU_FULL_GRID=1 runs every (block, thread) of the launch's grid in
+ * turn, setting the thread-local indices before each call, for kernels that are not
+ * grid-stride. In strict mode a kernel's device addresses of another device's memory need
+ * peer access (emu_peer.c): checked as the launch is queued, while its parameters are
+ * turned into host addresses. BRAID_EMU_STALL_LAUNCH=N makes the process's N-th launch
+ * never end (braid's fault tests).
  * In strict mode each kernel runs in its device's time slice (emu_lock.c), and functions
  * load lazily: cuModuleGetFunction gives a handle, and the first cuLaunchKernel or
  * cuFuncGetAttribute loads it, on the calling thread, under the driver lock (exclusive),
@@ -201,9 +207,10 @@ static size_t param_offset(size_t off)
     return (off + EMU_PARAM_ALIGN - 1) & ~(size_t)(EMU_PARAM_ALIGN - 1);
 }
 
-/* A launch of k with copies of its parameters, taken now, their device addresses turned to
- * where the emulator reaches them now, while they are known (emu_abi.h). */
-static struct emu_launch *launch_new(const braid_emu_kernel_t *k, void **params)
+/* A launch of k on a stream of dev with copies of its parameters, taken now, their device
+ * addresses turned to where the emulator reaches them now, while they are known
+ * (emu_abi.h), and in strict mode checked for peer access. */
+static struct emu_launch *launch_new(const braid_emu_kernel_t *k, void **params, CUdevice dev)
 {
     size_t size = 0;
     for (int i = 0; i < k->nparams; i++)
@@ -219,7 +226,10 @@ static struct emu_launch *launch_new(const braid_emu_kernel_t *k, void **params)
         memcpy(l->params[i], params[i], k->param_sizes[i]);
         size += k->param_sizes[i];
     }
+    emu_mem_launching("cuLaunchKernel", dev);
     k->params_to_host(l->params);
+    emu_mem_launching(NULL, 0);
+    l->dev = dev;
     return l;
 }
 
@@ -251,7 +261,7 @@ CUresult emu_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsi
         return CUDA_ERROR_INVALID_VALUE;
     func_load(f, "cuLaunchKernel (lazy load)");
     emu_op_t *op = emu_op_new(EMU_OP_LAUNCH);
-    struct emu_launch *l = launch_new(f->k, params);
+    struct emu_launch *l = launch_new(f->k, params, s->ctx->dev);
     if (op == NULL || l == NULL) {
         free(op);
         free(l);
@@ -259,7 +269,6 @@ CUresult emu_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsi
     }
     l->grid = (braid_emu_dim3_t){ gx, gy, gz };
     l->block = (braid_emu_dim3_t){ bx, by, bz };
-    l->dev = s->ctx->dev;
     l->number = __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
     op->u.launch = l;
     emu_stream_push(s, op, 0);
@@ -289,12 +298,9 @@ static __attribute__((noreturn)) void launch_stall(const struct emu_launch *l)
         pause();
 }
 
-/* On the stream's worker: every thread of every block, one after the other. */
-void emu_launch_run(struct emu_launch *l)
+/* Every thread of every block, one after the other (BRAID_EMU_FULL_GRID=1). */
+static void run_grid(const struct emu_launch *l)
 {
-    emu_slice_enter(l->dev);
-    if (l->number == emu_stall_launch())
-        launch_stall(l);
     braid_emu_gridDim = l->grid;
     braid_emu_blockDim = l->block;
     for (unsigned int z = 0; z < l->grid.z; z++)
@@ -303,6 +309,29 @@ void emu_launch_run(struct emu_launch *l)
                 braid_emu_blockIdx = (braid_emu_dim3_t){ x, y, z };
                 run_block(l);
             }
+}
+
+/* One thread that stands for the grid: a grid-stride kernel does all its work there. */
+static void run_one(const struct emu_launch *l)
+{
+    static const braid_emu_dim3_t one = { 1, 1, 1 }, zero = { 0, 0, 0 };
+    braid_emu_gridDim = one;
+    braid_emu_blockDim = one;
+    braid_emu_blockIdx = zero;
+    braid_emu_threadIdx = zero;
+    l->k->fn((void **)l->params);
+}
+
+/* On the stream's worker. */
+void emu_launch_run(struct emu_launch *l)
+{
+    emu_slice_enter(l->dev);
+    if (l->number == emu_stall_launch())
+        launch_stall(l);
+    if (emu_full_grid())
+        run_grid(l);
+    else
+        run_one(l);
     emu_slice_exit(l->dev);
 }
 

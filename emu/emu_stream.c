@@ -24,9 +24,8 @@
 
 #include "emu/emu_int.h"
 
-#define EMU_POLL_MIN_US 2       /* cuStreamWaitValue32 polls, sleeping this long at first */
-#define EMU_POLL_MAX_US 500     /* ... doubling up to this */
 #define EMU_NO_TICKET UINT64_MAX /* a stream's oldest unfinished operation when it has none */
+#define EMU_NO_WAITER UINT64_MAX /* a stream's wake_at when nobody waits */
 
 /* ---- the operations ---------------------------------------------------------------------- */
 
@@ -54,28 +53,6 @@ static void op_set(emu_op_t *op)
     }
 }
 
-static int value_reached(uint32_t cur, uint32_t v, unsigned int cond)
-{
-    switch (cond) {
-    case CU_STREAM_WAIT_VALUE_GEQ: return (int32_t)(cur - v) >= 0;
-    case CU_STREAM_WAIT_VALUE_EQ: return cur == v;
-    case CU_STREAM_WAIT_VALUE_AND: return (cur & v) != 0;
-    default: return ~(cur | v) != 0;     /* CU_STREAM_WAIT_VALUE_NOR */
-    }
-}
-
-/* Poll, sleeping longer each time up to a bound: many ranks may share two cores. */
-static void op_wait_value(const emu_op_t *op)
-{
-    unsigned int cond = op->u.value.flags & ~(unsigned int)CU_STREAM_WAIT_VALUE_FLUSH;
-    unsigned int us = EMU_POLL_MIN_US;
-    while (!value_reached(__atomic_load_n(op->u.value.addr, __ATOMIC_ACQUIRE), op->u.value.v,
-                          cond)) {
-        emu_sleep_us(us);
-        us = us * 2 > EMU_POLL_MAX_US ? EMU_POLL_MAX_US : us * 2;
-    }
-}
-
 static void op_run(emu_op_t *op)
 {
     switch (op->kind) {
@@ -95,11 +72,8 @@ static void op_run(emu_op_t *op)
     case EMU_OP_WAIT_EVENT:
         emu_mark_run(op);
         break;
-    case EMU_OP_WAIT_VALUE:
-        op_wait_value(op);
-        break;
-    case EMU_OP_WRITE_VALUE:
-        __atomic_store_n(op->u.value.addr, op->u.value.v, __ATOMIC_RELEASE);
+    case EMU_OP_MEMOPS:
+        emu_memops_run(op);
         break;
     }
 }
@@ -129,7 +103,10 @@ static void stream_finished(CUstream s)
     pthread_mutex_lock(&s->lock);
     s->finished++;
     s->oldest = s->head != NULL ? s->head->ticket : EMU_NO_TICKET;
-    pthread_cond_broadcast(&s->done);
+    if (s->finished >= s->wake_at) {    /* not at every operation: waiters would spin */
+        s->wake_at = EMU_NO_WAITER;
+        pthread_cond_broadcast(&s->done);
+    }
     pthread_mutex_unlock(&s->lock);
     if (--c->pending == 0)
         pthread_cond_broadcast(&c->idle);
@@ -234,6 +211,7 @@ CUresult emu_stream_new(CUcontext ctx, unsigned int flags, CUstream *s_p)
     s->ctx = ctx;
     s->flags = flags;
     s->oldest = EMU_NO_TICKET;
+    s->wake_at = EMU_NO_WAITER;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->done, NULL);
@@ -269,12 +247,16 @@ CUresult emu_stream_get(CUstream handle, CUstream *s_p)
     return CUDA_SUCCESS;
 }
 
-/* Wait until the seq-th operation queued on s has finished. */
+/* Wait until the seq-th operation queued on s has finished: the worker wakes the waiters
+ * once the earliest of their seqs has (each asks again for its own). */
 static void stream_wait(CUstream s, uint64_t seq)
 {
     pthread_mutex_lock(&s->lock);
-    while (s->finished < seq)
+    while (s->finished < seq) {
+        if (seq < s->wake_at)
+            s->wake_at = seq;
         pthread_cond_wait(&s->done, &s->lock);
+    }
     pthread_mutex_unlock(&s->lock);
 }
 

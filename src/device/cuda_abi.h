@@ -36,11 +36,14 @@ enum {
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_MAP_FAILED = 205,
     CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+    CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
     CUDA_ERROR_INVALID_PTX = 218,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+    CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+    CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705,
     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
     CUDA_ERROR_LAUNCH_FAILED = 719,
@@ -85,6 +88,17 @@ enum {
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
     CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM = 91,
+    CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 122,
+};
+
+/* cuDeviceGetP2PAttribute */
+enum {
+    CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK = 0x01,
+    CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED = 0x02,
+    CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED = 0x03,
+    CU_DEVICE_P2P_ATTRIBUTE_ACCESS_ACCESS_SUPPORTED = 0x04,     /* the old name of 0x04 */
+    CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED = 0x04,
+    CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED = 0x05,
 };
 
 /* cuFuncGetAttribute */
@@ -109,6 +123,70 @@ enum { CU_STREAM_WAIT_VALUE_GEQ = 0, CU_STREAM_WAIT_VALUE_EQ = 1, CU_STREAM_WAIT
 enum { CU_STREAM_WRITE_VALUE_DEFAULT = 0 };
 #define CU_STREAM_WAIT_VALUE_FLUSH (1 << 30)
 #define CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER 0x1
+/*
+ * cuStreamBatchMemOp: count (at most 256) operations, queued in order. A write's flags are
+ * 0 (fenced) in the _v2 API; a wait's are a CU_STREAM_WAIT_VALUE_* condition, with
+ * CU_STREAM_WAIT_VALUE_FLUSH or not; a barrier's are its scope.
+ */
+typedef enum CUstreamBatchMemOpType_enum {
+    CU_STREAM_MEM_OP_WAIT_VALUE_32 = 1,
+    CU_STREAM_MEM_OP_WRITE_VALUE_32 = 2,
+    CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES = 3,
+    CU_STREAM_MEM_OP_WAIT_VALUE_64 = 4,
+    CU_STREAM_MEM_OP_WRITE_VALUE_64 = 5,
+    CU_STREAM_MEM_OP_BARRIER = 6,
+} CUstreamBatchMemOpType;
+enum { CU_STREAM_MEMORY_BARRIER_TYPE_SYS = 0x0, CU_STREAM_MEMORY_BARRIER_TYPE_GPU = 0x1 };
+#define BRAID_CU_BATCH_MEM_OP_MAX 256
+
+/* A wait's or a write's alias is the driver's: its value is unimportant. */
+typedef union CUstreamBatchMemOpParams_union {
+    CUstreamBatchMemOpType operation;           /* the tag: every member starts with it */
+    struct CUstreamMemOpWaitValueParams_st {    /* WAIT_VALUE_32, WAIT_VALUE_64 */
+        CUstreamBatchMemOpType operation;
+        CUdeviceptr address;
+        union {
+            uint32_t value;
+            uint64_t value64;
+        };
+        unsigned int flags;                     /* CU_STREAM_WAIT_VALUE_* */
+        CUdeviceptr alias;
+    } waitValue;
+    struct CUstreamMemOpWriteValueParams_st {   /* WRITE_VALUE_32, WRITE_VALUE_64 */
+        CUstreamBatchMemOpType operation;
+        CUdeviceptr address;
+        union {
+            uint32_t value;
+            uint64_t value64;
+        };
+        unsigned int flags;                     /* 0 */
+        CUdeviceptr alias;
+    } writeValue;
+    struct CUstreamMemOpFlushRemoteWritesParams_st {
+        CUstreamBatchMemOpType operation;
+        unsigned int flags;                     /* 0 */
+    } flushRemoteWrites;
+    struct CUstreamMemOpMemoryBarrierParams_st {
+        CUstreamBatchMemOpType operation;
+        unsigned int flags;                     /* CU_STREAM_MEMORY_BARRIER_TYPE_* */
+    } memoryBarrier;
+    uint64_t pad[6];
+} CUstreamBatchMemOpParams;
+
+_Static_assert(sizeof(CUstreamBatchMemOpType) == 4, "CUstreamBatchMemOpType is an int");
+_Static_assert(sizeof(CUstreamBatchMemOpParams) == 48, "CUstreamBatchMemOpParams: 48 bytes");
+_Static_assert(offsetof(CUstreamBatchMemOpParams, waitValue.address) == 8 &&
+               offsetof(CUstreamBatchMemOpParams, waitValue.value) == 16 &&
+               offsetof(CUstreamBatchMemOpParams, waitValue.value64) == 16 &&
+               offsetof(CUstreamBatchMemOpParams, waitValue.flags) == 24 &&
+               offsetof(CUstreamBatchMemOpParams, waitValue.alias) == 32 &&
+               offsetof(CUstreamBatchMemOpParams, writeValue.address) == 8 &&
+               offsetof(CUstreamBatchMemOpParams, writeValue.value64) == 16 &&
+               offsetof(CUstreamBatchMemOpParams, writeValue.flags) == 24 &&
+               offsetof(CUstreamBatchMemOpParams, flushRemoteWrites.flags) == 4 &&
+               offsetof(CUstreamBatchMemOpParams, memoryBarrier.flags) == 4,
+               "CUstreamBatchMemOpParams: the driver's field offsets");
+
 enum { CU_STREAM_CAPTURE_STATUS_NONE = 0, CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
        CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2 };
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
@@ -186,6 +264,15 @@ enum { CU_GET_PROC_ADDRESS_SUCCESS = 0, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1
       (CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags)) \
     X(cuStreamWriteValue32, cuStreamWriteValue32_v2, \
       (CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags)) \
+    X(cuStreamBatchMemOp, cuStreamBatchMemOp_v2, \
+      (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *params, \
+       unsigned int flags)) \
+    X(cuDeviceCanAccessPeer, cuDeviceCanAccessPeer, (int *can, CUdevice dev, CUdevice peer)) \
+    X(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, (CUcontext peer, unsigned int flags)) \
+    X(cuCtxDisablePeerAccess, cuCtxDisablePeerAccess, (CUcontext peer)) \
+    X(cuDeviceGetP2PAttribute, cuDeviceGetP2PAttribute, \
+      (int *value, int attrib, CUdevice src, CUdevice dst)) \
+    X(cuDeviceGetPCIBusId, cuDeviceGetPCIBusId, (char *bus_id, int len, CUdevice dev)) \
     X(cuEventCreate, cuEventCreate, (CUevent *ev, unsigned int flags)) \
     X(cuEventDestroy, cuEventDestroy_v2, (CUevent ev)) \
     X(cuEventRecord, cuEventRecord, (CUevent ev, CUstream stream)) \

@@ -65,7 +65,7 @@ void sleep_ms(int ms)
 
 static void on_alarm(int sig)
 {
-    static const char msg[] = "FAIL: emu_driver: timed out (a wait that never ends?)\n";
+    static const char msg[] = "FAIL: timed out (a wait that never ends, a lost round trip?)\n";
     (void)sig;
     if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
         _exit(1);
@@ -159,6 +159,30 @@ int wait_child(pid_t pid, const char *errfile)
     if (f != NULL)
         fclose(f);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void hex_encode(const void *p, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", ((const unsigned char *)p)[i]);
+}
+
+int hex_decode(const char *hex, void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned int b;
+        if (sscanf(hex + 2 * i, "%2x", &b) != 1)
+            return 0;
+        ((unsigned char *)p)[i] = (unsigned char)b;
+    }
+    return 1;
+}
+
+double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int host_faults(CUdeviceptr p, int store)

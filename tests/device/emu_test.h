@@ -1,8 +1,9 @@
 /*
- * What the parts of the emulated driver's test (emu_driver.c, emu_strict.c) share: checks
- * that print a line each and are counted, gates that hold a stream back until the host
- * opens them, waits that give up after WAIT_MS, and this program run again as a second
- * process, its stderr in a file the test reads (the emulator's messages go there).
+ * What the parts of the emulated driver's tests share (emu_driver: emu_driver.c,
+ * emu_strict.c; emu_p2p: emu_p2p.c, emu_rate.c): checks that print a line each and are
+ * counted, gates that hold a stream back until the host opens them, waits that give up
+ * after WAIT_MS, and this program run again as a second process, its stderr in a file the
+ * test reads (the emulator's messages go there).
  */
 #ifndef BRAID_TESTS_DEVICE_EMU_TEST_H
 #define BRAID_TESTS_DEVICE_EMU_TEST_H
@@ -77,6 +78,12 @@ void tmpdir_remove(const char *dir);
 /* dir/name in path. */
 void tmpdir_path(char path[PATH_LEN], const char *dir, const char *name);
 
+/* n bytes at p as 2n hexadecimal digits, and a NUL, in out; and back: 0 if hex is not. */
+void hex_encode(const void *p, size_t n, char *out);
+int hex_decode(const char *hex, void *p, size_t n);
+/* CLOCK_MONOTONIC, in seconds. */
+double now_s(void);
+
 /* Does a load (or a store) of the host at p end a child process with SIGSEGV? */
 int host_faults(CUdeviceptr p, int store);
 
@@ -94,5 +101,21 @@ CUresult launch_copy(CUfunction f, CUstream s, CUdeviceptr dst, CUdeviceptr src,
 int strict_main(const char *argv0, const char *dir);
 /* A third process of strict mode's checks (--hold): its kernel on device 0 never ends. */
 int strict_hold_main(void);
+
+/* ---- emu_p2p (emu_p2p.c, emu_rate.c): two devices, peers, stream memory operations ---- */
+
+/* The primary contexts of devices 0 and 1 (emu_p2p.c), both retained. */
+extern CUcontext p2p_ctx[2];
+/* Round trips of stream memory operations between two threads, on devices d0 and d1
+ * (peer access enabled between them when they differ): their rate printed. */
+void rate_threads(int d0, int d1, int rounds);
+/* The same between this process, on device 0, and a second one on device cdev, through
+ * IPC-opened counters; stepped: the host waits for each round trip before the next,
+ * while the second process has all its waits queued at once. */
+void rate_procs(const char *argv0, const char *dir, int cdev, int rounds, int stepped);
+/* The second process of rate_procs (--pingpong). Its exit status. */
+int rate_procs_child(const char *arg);
+/* braid_k_copy and braid_k_reduce on 16 MiB, and memcpy's speed: printed, under label. */
+void rate_kernels(const char *label);
 
 #endif
