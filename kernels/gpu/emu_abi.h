@@ -4,8 +4,10 @@
  * Each kernel of kernels/gpu (the .hip files), compiled for the host, becomes an entry
  * `void fn(void **params)` that runs ONE thread of the grid: the one named by the
  * thread-local indices below, which the emulator sets before each call. The emulator runs
- * every (block, thread) of a launch in turn on the stream's worker thread, so kernels must
- * not use __syncthreads or shared memory (braid's kernels loop grid-stride and do not).
+ * a launch on the stream's worker thread as one thread of a grid of one block of one
+ * (braid's kernels loop grid-stride, so it does all the work), or with BRAID_EMU_FULL_GRID=1
+ * every (block, thread) of the launch in turn; so kernels must not use __syncthreads or
+ * shared memory (braid's kernels do not).
  * params[i] points at a copy of parameter i, of param_sizes[i] bytes.
  *
  * Device addresses are not always where the host reaches the bytes: in the emulator's
@@ -13,7 +15,7 @@
  * and reaches it through a second mapping. So before the first thread runs, the emulator
  * calls the kernel's params_to_host once per launch, on its copies of the parameters; it
  * rewrites the device addresses inside them with braid_emu_host_addr (compat/host's
- * hip_runtime.h knows which: braid_kargs_t's in[] and out[]).
+ * hip_runtime.h knows which: braid_kargs_t's in[], out[] and premul_ptr).
  */
 #ifndef BRAID_KERNELS_GPU_EMU_ABI_H
 #define BRAID_KERNELS_GPU_EMU_ABI_H

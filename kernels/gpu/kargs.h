@@ -1,13 +1,14 @@
 /*
  * The one argument every GPU kernel takes (by value), shared by the kernels (the .hip
- * files here), the device layer that launches them (src/device/) and the emulated driver
+ * files here), the engines that launch them (src/exec/dev_kernels.c) and the emulated driver
  * that runs their host build (emu/). Plain C, fixed layout.
  *
  * Kernels (names as cuModuleGetFunction / hipModuleGetFunction see them):
  *   braid_k_reduce: for i < count (elements of dtype):
  *         v = pre0(in[0][i]) OP pre1(in[1][i]) OP ... OP pre_{nin-1}(in[nin-1][i])
  *       (left to right), pre_j(x) = premul * x rounded to dtype when bit j of premul_mask is
- *       set, else x; then v = v / postdiv when postdiv > 1 (integer types only, truncating);
+ *       set, else x (premul: the value of dtype at premul_ptr where that is set); then
+ *       v = v / postdiv when postdiv > 1 (integer types only, truncating);
  *       v is stored to out[0] and, when out[1] is not NULL, to out[1].
  *       fp16/bf16/fp8 accumulate in fp32 and round once, at the store (to nearest even);
  *       with nin == 2 that is bit for bit braid_kern_reduce() of kernels/host. nin == 1
@@ -20,7 +21,8 @@
  *       out[0] may be in[0] when both types have the same size.
  *
  * Launch: any grid and block (1-D); kernels loop grid-stride, so every element is done
- * once whatever the launch size (the emulator runs every thread of the grid in turn).
+ * once whatever the launch size (the emulator runs a launch as one thread, grid and block
+ * of 1, or every thread of the grid in turn with BRAID_EMU_FULL_GRID=1).
  */
 #ifndef BRAID_KERNELS_GPU_KARGS_H
 #define BRAID_KERNELS_GPU_KARGS_H
@@ -32,6 +34,9 @@
 typedef struct braid_kargs {
     const void *in[BRAID_KARGS_MAXIN];
     void *out[2];
+    const void *premul_ptr;     /* braid_k_reduce: when set, the multiplier is the dtype
+                                 * value there (device memory: a device-resident
+                                 * ncclPreMulSum scalar), not premul */
     uint64_t count;
     union {                     /* braid_scalar_t of kernels/kernels.h, same layout */
         double f;

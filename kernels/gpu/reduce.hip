@@ -83,7 +83,8 @@ template <class F, int OP> KDEV void kern_reduce_loops(const braid_kargs_t &k)
 {
     typedef typename F::S S;
     const uint64_t n = 16 / sizeof(S);
-    typename F::A p = F::premul(k);
+    typename F::A p = k.premul_ptr != nullptr ? F::load(*(const S *)k.premul_ptr)
+                                              : F::premul(k);
     uint64_t gid = kern_gid(), nt = kern_nthreads(), count = k.count;
     uintptr_t p0 = (uintptr_t)k.out[0], diff = 0;
 

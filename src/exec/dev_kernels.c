@@ -108,17 +108,19 @@ braid_status_t braid_dev_kernels_slice(const braid_dev_kernels_t *k,
     a.dtype = s->dtype;
     a.op = s->op;
     a.postdiv = s->postdiv;
+    a.premul_ptr = s->premul_dev;
     if (s->premul != NULL)
         memcpy(&a.premul, s->premul, sizeof(a.premul));
+    int pre = s->premul != NULL || s->premul_dev != NULL;
     if (s->in != NULL && s->reduce) {
         a.in[0] = s->in;
         a.in[1] = s->src;
         a.nin = 2;
-        a.premul_mask = s->premul != NULL ? 2u : 0u;
+        a.premul_mask = pre ? 2u : 0u;
     } else {
         a.in[0] = s->in != NULL ? s->in : s->src;
         a.nin = 1;
-        a.premul_mask = s->in == NULL && s->premul != NULL ? 1u : 0u;
+        a.premul_mask = s->in == NULL && pre ? 1u : 0u;
     }
     a.count = s->count;
     if (a.nin == 1 && a.premul_mask == 0 && s->postdiv <= 1) {

@@ -38,6 +38,7 @@ typedef struct braid_dev_slice_kernel {
     int dtype, op;                   /* braid_dtype_t, braid_opkind_t */
     int reduce;                      /* combine in with src (else in, or src alone) */
     const void *premul;              /* braid_scalar_t applied to src, or NULL */
+    const void *premul_dev;          /* or the dtype value there, in device memory */
     uint64_t postdiv;
 } braid_dev_slice_kernel_t;
 

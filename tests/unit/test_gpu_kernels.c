@@ -7,7 +7,8 @@
  *   nin 2      braid_kern_reduce exactly (input 0 scaled first when its mask bit is set)
  *   nin > 2    fp16/bf16/fp8: a reference written here that accumulates in fp32 and rounds
  *              once; other types: braid_kern_reduce pairwise, which is the same thing there
- * over every type and op, nin 1..8, premul masks, integer postdiv, aligned, co-misaligned
+ * over every type and op, nin 1..8, premul masks (the multiplier by value or as a value in
+ * memory, premul_ptr), integer postdiv, aligned, co-misaligned
  * and scattered pointers, in place, odd counts, several grid shapes, and inputs full of
  * NaNs, infinities, -0, subnormals and values that saturate fp8. Bytes around every output
  * must stay untouched. braid_k_cast against braid_kern_cast: every pair of float types, with
@@ -244,6 +245,7 @@ typedef struct rcase {
     braid_scalar_t premul;
     uint64_t postdiv;
     size_t count;
+    int via_ptr;            /* the multiplier comes as a value of dt in memory (premul_ptr) */
 } rcase_t;
 
 /* fp16/bf16/fp8: accumulate in fp32, round once. */
@@ -342,8 +344,31 @@ static void report(const rcase_t *c, const char *what, const void *got, const vo
  * Layouts: 0 all 16-byte aligned, 1 all at one offset modulo 16 (the vector path after a
  * head), 2 offsets scattered (element by element), 3 in place (out[0] is in[0]).
  */
-static void run_case(const rcase_t *c, int layout, int two_outs, grid_t g)
+/* The premul as a value of dt (a device-resident ncclPreMulSum scalar), into p. */
+static void scalar_store(braid_dtype_t dt, braid_scalar_t s, void *p)
 {
+    float f = (float)s.f;
+    uint16_t h;
+    uint8_t b;
+    switch (dt) {
+    case BRAID_FP64: memcpy(p, &s.f, 8); break;
+    case BRAID_FP32: memcpy(p, &f, 4); break;
+    case BRAID_FP16: h = braid_fp_to_fp16(f); memcpy(p, &h, 2); break;
+    case BRAID_BF16: h = braid_fp_to_bf16(f); memcpy(p, &h, 2); break;
+    case BRAID_FP8_E4M3: b = braid_fp_to_e4m3(f); memcpy(p, &b, 1); break;
+    case BRAID_FP8_E5M2: b = braid_fp_to_e5m2(f); memcpy(p, &b, 1); break;
+    default: memcpy(p, &s.u, braid_dtype_size(dt)); break;   /* little-endian low bytes */
+    }
+}
+
+static void run_case(const rcase_t *c0, int layout, int two_outs, grid_t g)
+{
+    rcase_t cc = *c0, *c = &cc;
+    uint64_t scalar[1] = { 0 };
+    if (c->via_ptr) {   /* the kernel takes the value stored; the reference its exact value */
+        scalar_store(c->dt, c->premul, scalar);
+        c->premul = braid_scalar_load(c->dt, scalar);
+    }
     size_t sz = braid_dtype_size(c->dt), nb = c->count * sz, per16 = 16 / sz;
     size_t common = per16 > 1 ? (1 + rng() % (per16 - 1)) * sz : 0;
     buf_t in[BRAID_KARGS_MAXIN], out[2];
@@ -370,7 +395,8 @@ static void run_case(const rcase_t *c, int layout, int two_outs, grid_t g)
         k.out[o] = buf_data(&out[o]);
     }
     k.count = c->count;
-    k.premul.u = c->premul.u;
+    k.premul.u = c->via_ptr ? ~c->premul.u : c->premul.u;   /* premul_ptr wins */
+    k.premul_ptr = c->via_ptr ? scalar : NULL;
     k.postdiv = c->postdiv;
     k.nin = c->nin;
     k.dtype = c->dt;
@@ -426,6 +452,7 @@ static void test_reduce_all(void **state)
                         .premul = pick_premul((braid_dtype_t)dt),
                         .postdiv = divs[rng() % (sizeof(divs) / sizeof(divs[0]))],
                         .count = counts[(n + (unsigned)v) % (sizeof(counts) / sizeof(counts[0]))],
+                        .via_ptr = v == 1 || v == 6,
                     };
                     run_case(&c, v % 4, v % 3 == 0, grids[n % NGRIDS]);
                 }

@@ -44,13 +44,15 @@ static inline void *braid_emu_to_host(const void *p)
 /* A parameter with no device addresses in it: nothing to rewrite ... */
 template <typename P> inline void braid_emu_param_to_host(P &) {}
 
-/* ... braid's kernels take a braid_kargs_t, whose in[] and out[] are device addresses. */
+/* ... braid's kernels take a braid_kargs_t, whose in[], out[] and premul_ptr are device
+ * addresses. */
 inline void braid_emu_param_to_host(braid_kargs_t &a)
 {
     for (const void *&p : a.in)
         p = braid_emu_to_host(p);
     for (void *&p : a.out)
         p = braid_emu_to_host(p);
+    a.premul_ptr = braid_emu_to_host(a.premul_ptr);
 }
 
 /* Row I of the table; rows past the last kernel end it (name NULL). */
