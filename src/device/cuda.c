@@ -162,6 +162,20 @@ static braid_status_t cuda_current(int *ordinal_p)
     return BRAID_OK;
 }
 
+static braid_status_t cuda_ctx_get(void **ctx_p)
+{
+    CUcontext cur = NULL;
+    CU_CALL(cuCtxGetCurrent(&cur));
+    *ctx_p = cur;
+    return BRAID_OK;
+}
+
+static braid_status_t cuda_ctx_set(void *ctx)
+{
+    CU_CALL(cuCtxSetCurrent(ctx));
+    return BRAID_OK;
+}
+
 static braid_status_t cuda_describe(int ordinal, char *buf, size_t len)
 {
     CUdevice dev;
@@ -308,6 +322,64 @@ static braid_status_t cuda_stream_write_word(void *stream, uint32_t *word, uint3
     return BRAID_OK;
 }
 
+/* One operation goes as itself, several as a batch (one call into the driver). */
+static braid_status_t cuda_stream_mem_ops(void *stream, const braid_mem_op_t *ops, int n)
+{
+    CUstreamBatchMemOpParams p[BRAID_MEM_OPS_MAX];
+    if (n == 1 && ops[0].write)
+        CU_CALL(cuStreamWriteValue32(stream, (CUdeviceptr)(uintptr_t)ops[0].addr,
+                                     ops[0].value, CU_STREAM_WRITE_VALUE_DEFAULT));
+    else if (n == 1)
+        CU_CALL(cuStreamWaitValue32(stream, (CUdeviceptr)(uintptr_t)ops[0].addr, ops[0].value,
+                                    CU_STREAM_WAIT_VALUE_GEQ));
+    if (n <= 1)
+        return BRAID_OK;
+    if (n > BRAID_MEM_OPS_MAX)
+        return braid_err(BRAID_ERR_INTERNAL, "%d stream memory operations in one batch (at "
+                         "most %d)", n, BRAID_MEM_OPS_MAX);
+    memset(p, 0, (size_t)n * sizeof(*p));
+    for (int i = 0; i < n; i++) {
+        p[i].operation = ops[i].write ? CU_STREAM_MEM_OP_WRITE_VALUE_32
+                                      : CU_STREAM_MEM_OP_WAIT_VALUE_32;
+        p[i].waitValue.address = (CUdeviceptr)(uintptr_t)ops[i].addr;   /* same layout */
+        p[i].waitValue.value = ops[i].value;
+        p[i].waitValue.flags = ops[i].write ? CU_STREAM_WRITE_VALUE_DEFAULT
+                                            : CU_STREAM_WAIT_VALUE_GEQ;
+    }
+    CU_CALL(cuStreamBatchMemOp(stream, (unsigned int)n, p, 0));
+    return BRAID_OK;
+}
+
+static braid_status_t cuda_peer_access(int dev, int peer, int *yes_p)
+{
+    int can = 0;
+    CU_CALL(cuDeviceCanAccessPeer(&can, dev, peer));
+    *yes_p = can;
+    return BRAID_OK;
+}
+
+/* The bound context reaches the peer's primary context's memory (retained for good). */
+static braid_status_t cuda_peer_enable(int peer)
+{
+    CUcontext cur = NULL, pctx = NULL;
+    CUdevice dev;
+    CU_CALL(cuCtxGetCurrent(&cur));
+    CU_CALL(cuDeviceGet(&dev, peer));
+    pthread_mutex_lock(&cu_lock);
+    CUresult r = peer < CUDA_MAX_DEVICES && cu_ctx[peer] == NULL
+                     ? cu.cuDevicePrimaryCtxRetain(&cu_ctx[peer], dev) : CUDA_SUCCESS;
+    if (peer < CUDA_MAX_DEVICES)
+        pctx = cu_ctx[peer];
+    pthread_mutex_unlock(&cu_lock);
+    if (r != CUDA_SUCCESS || pctx == NULL)
+        return cu_fail(r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_DEVICE,
+                       "cuDevicePrimaryCtxRetain (peer)");
+    r = cu.cuCtxEnablePeerAccess(pctx, 0);
+    if (r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+        return BRAID_OK;
+    return r == CUDA_SUCCESS ? BRAID_OK : cu_fail(r, "cuCtxEnablePeerAccess");
+}
+
 static braid_status_t cuda_ipc_get(void *p, braid_ipc_handle_t *h_p)
 {
     CUipcMemHandle h;
@@ -371,6 +443,8 @@ const braid_device_ops_t braid_device_cuda = {
     .ptr_info = cuda_ptr_info,
     .bind = cuda_bind,
     .current = cuda_current,
+    .ctx_get = cuda_ctx_get,
+    .ctx_set = cuda_ctx_set,
     .describe = cuda_describe,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
@@ -391,6 +465,9 @@ const braid_device_ops_t braid_device_cuda = {
     .stream_wait_event = cuda_stream_wait_event,
     .stream_wait_word = cuda_stream_wait_word,
     .stream_write_word = cuda_stream_write_word,
+    .stream_mem_ops = cuda_stream_mem_ops,
+    .peer_access = cuda_peer_access,
+    .peer_enable = cuda_peer_enable,
     .ipc_get = cuda_ipc_get,
     .ipc_open = cuda_ipc_open,
     .ipc_close = cuda_ipc_close,

@@ -39,6 +39,20 @@ typedef struct braid_ipc_handle {
     char bytes[BRAID_IPC_HANDLE_BYTES];
 } braid_ipc_handle_t;
 
+/*
+ * A stream memory operation on a 32-bit word of device memory (this device's, or a peer's
+ * as mapped here: IPC-opened, or another device's with peer access): a wait, until
+ * (int32_t)(*addr - value) >= 0, or a write, fenced (the stream's earlier work is visible
+ * before the word changes).
+ */
+typedef struct braid_mem_op {
+    void *addr;
+    uint32_t value;
+    int write;
+} braid_mem_op_t;
+
+#define BRAID_MEM_OPS_MAX 16        /* per stream_mem_ops call */
+
 typedef struct braid_device_ops {
     const char *name;                                   /* "cuda", "hip", "host" */
     /* Worth loading when not asked for by name (BRAID_DEVICE=auto): the process has the
@@ -51,6 +65,11 @@ typedef struct braid_device_ops {
     /* The device this thread uses now (its current context's; CUDA's runtime and PyTorch
      * set it), or -1 when it has none yet. */
     braid_status_t (*current)(int *ordinal_p);
+    /* The thread's current context as a handle (NULL: none), and making one current: a
+     * communicator queues its work in the context it was made in, whatever the calling
+     * thread's is (one thread may drive ranks on several devices). */
+    braid_status_t (*ctx_get)(void **ctx_p);
+    braid_status_t (*ctx_set)(void *ctx);
     braid_status_t (*describe)(int ordinal, char *buf, size_t len);   /* name, arch */
     braid_status_t (*mem_alloc)(size_t bytes, void **p_p);
     braid_status_t (*mem_free)(void *p);
@@ -73,6 +92,12 @@ typedef struct braid_device_ops {
     /* The stream waits until (int32_t)(*word - value) >= 0; `word` is in host_alloc memory. */
     braid_status_t (*stream_wait_word)(void *stream, uint32_t *word, uint32_t value);
     braid_status_t (*stream_write_word)(void *stream, uint32_t *word, uint32_t value);
+    /* Queue n (at most BRAID_MEM_OPS_MAX) waits and writes on device words, in order. */
+    braid_status_t (*stream_mem_ops)(void *stream, const braid_mem_op_t *ops, int n);
+    /* May device dev's kernels and stream operations reach device peer's memory, once the
+     * bound device enabled it (peer_enable; enabling twice is no error)? */
+    braid_status_t (*peer_access)(int dev, int peer, int *yes_p);
+    braid_status_t (*peer_enable)(int peer);
     braid_status_t (*ipc_get)(void *p, braid_ipc_handle_t *h_p);
     braid_status_t (*ipc_open)(const braid_ipc_handle_t *h, void **p_p);
     braid_status_t (*ipc_close)(void *p);

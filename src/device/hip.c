@@ -275,6 +275,20 @@ static braid_status_t hip_current(int *ordinal_p)
     return BRAID_OK;
 }
 
+/* A context is a device here: its ordinal + 1, so that NULL stays "none". */
+static braid_status_t hip_ctx_get(void **ctx_p)
+{
+    int cur = 0;
+    HIP_CALL(hipGetDevice(&cur));
+    *ctx_p = (void *)(intptr_t)(cur + 1);
+    return BRAID_OK;
+}
+
+static braid_status_t hip_ctx_set(void *ctx)
+{
+    return ctx != NULL ? hip_bind((int)(intptr_t)ctx - 1) : BRAID_OK;
+}
+
 typedef hipError_t (*hip_props_fn_t)(void *props, int ordinal);
 
 /* The getter of hipDeviceProp_t and where gcnArchName sits in the layout it fills. */
@@ -473,6 +487,34 @@ static braid_status_t hip_stream_write_word(void *stream, uint32_t *word, uint32
     BRAID_CHECK(hip_word_ptr(word, &d));
     HIP_CALL(hipStreamWriteValue32(stream, d, value, 0));
     return BRAID_OK;
+}
+
+/* One call each: hipStreamBatchMemOp is not in every ROCm braid supports. The GEQ wait is
+ * not wrap-safe here either (above). */
+static braid_status_t hip_stream_mem_ops(void *stream, const braid_mem_op_t *ops, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (ops[i].write)
+            HIP_CALL(hipStreamWriteValue32(stream, ops[i].addr, ops[i].value, 0));
+        else
+            HIP_CALL(hipStreamWaitValue32(stream, ops[i].addr, ops[i].value,
+                                          hipStreamWaitValueGte, hipStreamWaitMaskAll));
+    }
+    return BRAID_OK;
+}
+
+static braid_status_t hip_peer_access(int dev, int peer, int *yes_p)
+{
+    HIP_CALL(hipDeviceCanAccessPeer(yes_p, dev, peer));
+    return BRAID_OK;
+}
+
+static braid_status_t hip_peer_enable(int peer)
+{
+    hipError_t r = hip.hipDeviceEnablePeerAccess(peer, 0);
+    if (r == hipSuccess || r == hipErrorPeerAccessAlreadyEnabled)
+        return BRAID_OK;
+    return hip_fail(r, "hipDeviceEnablePeerAccess");
 }
 
 /* ---- IPC -------------------------------------------------------------------------------- */
@@ -718,6 +760,8 @@ const braid_device_ops_t braid_device_hip = {
     .ptr_info = hip_ptr_info,
     .bind = hip_bind,
     .current = hip_current,
+    .ctx_get = hip_ctx_get,
+    .ctx_set = hip_ctx_set,
     .describe = hip_describe,
     .mem_alloc = hip_mem_alloc,
     .mem_free = hip_mem_free,
@@ -738,6 +782,9 @@ const braid_device_ops_t braid_device_hip = {
     .stream_wait_event = hip_stream_wait_event,
     .stream_wait_word = hip_stream_wait_word,
     .stream_write_word = hip_stream_write_word,
+    .stream_mem_ops = hip_stream_mem_ops,
+    .peer_access = hip_peer_access,
+    .peer_enable = hip_peer_enable,
     .ipc_get = hip_ipc_get,
     .ipc_open = hip_ipc_open,
     .ipc_close = hip_ipc_close,

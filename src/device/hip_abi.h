@@ -34,6 +34,7 @@ enum {
     hipErrorNoBinaryForGpu = 209,
     hipErrorInvalidKernelFile = 218,
     hipErrorNotReady = 600,
+    hipErrorPeerAccessAlreadyEnabled = 704,
 };
 
 #define HIP_VERSION_MAJOR_OF(_v) ((_v) / 10000000)
@@ -132,6 +133,8 @@ enum { hipStreamCaptureStatusNone = 0 };
     X(hipEventDestroy, hipError_t, (hipEvent_t ev)) \
     X(hipEventRecord, hipError_t, (hipEvent_t ev, hipStream_t stream)) \
     X(hipEventQuery, hipError_t, (hipEvent_t ev)) \
+    X(hipDeviceCanAccessPeer, hipError_t, (int *can, int ordinal, int peer)) \
+    X(hipDeviceEnablePeerAccess, hipError_t, (int peer, unsigned int flags)) \
     X(hipIpcGetMemHandle, hipError_t, (hipIpcMemHandle_t *h, void *p)) \
     X(hipIpcOpenMemHandle, hipError_t, (void **p, hipIpcMemHandle_t h, unsigned int flags)) \
     X(hipIpcCloseMemHandle, hipError_t, (void *p)) \

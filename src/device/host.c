@@ -152,6 +152,38 @@ static braid_status_t host_word(void *stream, uint32_t *word, uint32_t value)
     return host_none("a stream memory operation");
 }
 
+static braid_status_t host_mem_ops(void *stream, const braid_mem_op_t *ops, int n)
+{
+    (void)stream, (void)ops, (void)n;
+    return host_none("a stream memory operation");
+}
+
+static braid_status_t host_peer_access(int dev, int peer, int *yes_p)
+{
+    (void)dev, (void)peer;
+    *yes_p = 0;
+    return BRAID_OK;
+}
+
+static braid_status_t host_peer_enable(int peer)
+{
+    (void)peer;
+    return host_none("peer access");
+}
+
+/* No device: no context either. */
+static braid_status_t host_ctx_get(void **ctx_p)
+{
+    *ctx_p = NULL;
+    return BRAID_OK;
+}
+
+static braid_status_t host_ctx_set(void *ctx)
+{
+    (void)ctx;
+    return BRAID_OK;
+}
+
 static braid_status_t host_ipc_get(void *p, braid_ipc_handle_t *h_p)
 {
     (void)p, (void)h_p;
@@ -196,6 +228,8 @@ const braid_device_ops_t braid_device_host = {
     .ptr_info = host_ptr_info,
     .bind = host_bind,
     .current = host_current,
+    .ctx_get = host_ctx_get,
+    .ctx_set = host_ctx_set,
     .describe = host_describe,
     .mem_alloc = host_alloc,
     .mem_free = host_free,
@@ -216,6 +250,9 @@ const braid_device_ops_t braid_device_host = {
     .stream_wait_event = host_pair,
     .stream_wait_word = host_word,
     .stream_write_word = host_word,
+    .stream_mem_ops = host_mem_ops,
+    .peer_access = host_peer_access,
+    .peer_enable = host_peer_enable,
     .ipc_get = host_ipc_get,
     .ipc_open = host_ipc_open,
     .ipc_close = host_handle,
