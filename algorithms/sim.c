@@ -383,6 +383,8 @@ static int sim_check_drained(sim_world_t *w, braid_sim_result_t *res)
 
 int braid_sim_run(const braid_sim_cfg_t *cfg, int nranks, braid_sim_call_t *calls, int ncalls, braid_sim_result_t *res)
 {
+    if (cfg->serial)
+        return braid_sim_serial_run(cfg, nranks, calls, ncalls, res);
     sim_world_t w = { .n = nranks, .cfg = *cfg };
     size_t nn = (size_t)nranks * (size_t)nranks;
     braid_op_t *ops = calloc((size_t)ncalls ? (size_t)ncalls : 1, sizeof(*ops));

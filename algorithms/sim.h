@@ -14,6 +14,8 @@
  * process (the path taken between processes). Once a call has returned, its caller owns its
  * buffers again: the checking loop poisons them until the run ends (then puts the contents
  * back), so that a peer still reading them gets garbage and the test fails.
+ *
+ * A serial mode (below) checks instead the GPU engine's order of a job (src/exec/lower.h).
  */
 #ifndef BRAID_CORE_SIM_H
 #define BRAID_CORE_SIM_H
@@ -21,6 +23,9 @@
 #include "algorithms/algo.h"
 #include "exec/sched.h"
 #include "exec/exec.h"
+#include "exec/lower.h"
+
+struct braid_sim_order;
 
 typedef struct braid_sim_cfg {
     int nslots;             /* slots per FIFO, >= 2 */
@@ -28,6 +33,9 @@ typedef struct braid_sim_cfg {
     int exec_run;           /* drive with braid_exec_run (hangs on a deadlock: only for
                              * calls known to complete) instead of the checking loop */
     int cma;                /* pulls through cross-memory attach instead of loads */
+    int serial;             /* serial stream mode (below) instead of the executor */
+    const struct braid_sim_order *order;    /* serial mode: the order of each rank's job;
+                                             * NULL: braid_sim_order_lower */
 } braid_sim_cfg_t;
 
 /* One operation of one rank. Several calls may name the same rank (a group): they are
@@ -52,6 +60,43 @@ typedef struct braid_sim_result {
 /* Run the calls on `nranks` ranks to completion. Returns 0 when every call completed, the
  * transport was used correctly and every message sent was received; otherwise nonzero and
  * res->msg says why. */
-int braid_sim_run(const braid_sim_cfg_t *cfg, int nranks, braid_sim_call_t *calls, int ncalls, braid_sim_result_t *res);
+int braid_sim_run(const braid_sim_cfg_t *cfg, int nranks, braid_sim_call_t *calls, int ncalls,
+                  braid_sim_result_t *res);
+
+/*
+ * Serial stream mode (cfg->serial; algorithms/sim_serial.c): the GPU engine's way of running
+ * a job (src/exec/lower.h). A rank's job is its calls, in array order. Each is built as
+ * braid_sim_run builds it, without pulls (device calls have coll.pull NONE), into an op
+ * whose slice is slot_size, as the engine sets it (src/core/proxy.c; a slot_size that is
+ * not a multiple of the element size fails), and whose kind, which places it in the order,
+ * is coll.kind. Every rank runs its job's slice-steps in cfg->order, one at a time: a
+ * slice-step goes once its receive finds a message in the FIFO from recv_peer AND its send
+ * finds a free slot in the FIFO to send_peer (root tokens are ordinary receives), then
+ * consumes and produces at once; until then it holds back the rest of the rank's stream.
+ * The FIFOs (nslots per ordered pair, a rank to itself included) hold each message's length
+ * and its call's hdr only: no buffer is read or written, and exec_run and cma are ignored.
+ *
+ * Fails on: a deadlock (a pass in which no rank can go while some are not done; res->msg
+ * names each stuck rank's call, op, step, slice and the peer it waits for); a message whose
+ * length at the receiver is not the sender's, or whose hdr is not the receiving call's
+ * expect (leave both zero to compare lengths only); a message never received; an order
+ * that does not give each slice of each step exactly once and whole ([off, off + len) of
+ * the step, off a multiple of the op's slice).
+ */
+typedef struct braid_sim_order {
+    const char *name;
+    /* One rank's order over its job (ops in call order); NULL when out of memory. */
+    void *(*begin)(braid_op_t *const *ops, int nops);
+    /* The next slice-step: 1 with *it filled, 0 once the job is done. */
+    int (*next)(void *iter, braid_lower_item_t *it);
+    void (*end)(void *iter);
+} braid_sim_order_t;
+
+/* The engine's order: braid_lower_begin / braid_lower_next themselves. */
+extern const braid_sim_order_t braid_sim_order_lower;
+
+/* braid_sim_run in serial mode, whatever cfg->serial says (the calls' buffers are unused). */
+int braid_sim_serial_run(const braid_sim_cfg_t *cfg, int nranks, const braid_sim_call_t *calls,
+                         int ncalls, braid_sim_result_t *res);
 
 #endif

@@ -1,6 +1,9 @@
 /*
  * The GPU engine's order of a job's slice-steps (lower.h).
  */
+#include <stdlib.h>
+
+#include "base/log.h"
 #include "exec/lower.h"
 
 int braid_lower_is_p2p(const braid_op_t *op)
@@ -52,17 +55,29 @@ static int pos_next(const braid_op_t *op, braid_lower_pos_t *p, int index,
     return 0;
 }
 
-void braid_lower_begin(braid_lower_t *l, braid_op_t *const *ops, int nops,
-                       braid_lower_pos_t *pos)
+braid_status_t braid_lower_begin(braid_lower_t *l, braid_op_t *const *ops, int nops,
+                                 braid_lower_pos_t *pos)
 {
-    l->ops = ops;
-    l->nops = nops;
-    l->phase = 0;
-    l->cur = 0;
-    l->moved = 0;
-    l->pos = pos;
-    for (int i = 0; i < nops; i++)
+    int p2p = 0;
+    *l = (braid_lower_t){ .ops = ops, .nops = nops, .pos = pos };
+    for (int i = 0; i < nops; i++) {
         pos_stage(ops[i], &pos[i], 0);
+        p2p += braid_lower_is_p2p(ops[i]);
+    }
+    if (p2p > 1) {   /* round 0 is "never": rounds count from 1 */
+        l->served = calloc(2 * (size_t)ops[0]->nranks, sizeof(*l->served));
+        if (l->served == NULL)
+            return braid_err(BRAID_ERR_NOMEM, "out of memory ordering a group of %d calls",
+                             nops);
+    }
+    l->round = 1;
+    return BRAID_OK;
+}
+
+void braid_lower_end(braid_lower_t *l)
+{
+    free(l->served);
+    l->served = NULL;
 }
 
 /* Phase 0: the collectives in call order, each whole. */
@@ -75,37 +90,56 @@ static int next_coll(braid_lower_t *l, braid_lower_item_t *it)
     return 0;
 }
 
-/* Phase 1: one slice-step of each send and receive per round, until a round gives none. */
-static int next_p2p(braid_lower_t *l, braid_lower_item_t *it)
+/* The peer of a send or receive, and whether it is one of `kind`. */
+static int p2p_peer(const braid_op_t *op, int kind)
 {
-    for (;;) {
-        if (l->cur == l->nops) {
-            if (!l->moved)
-                return 0;
-            l->cur = 0;
-            l->moved = 0;
-        }
-        int i = l->cur++;
-        if (braid_lower_is_p2p(l->ops[i]) && pos_next(l->ops[i], &l->pos[i], i, it)) {
+    if (op->hdr.kind != kind || op->sched.nsteps == 0)
+        return -1;
+    const braid_step_t *st = &op->sched.steps[0];
+    return kind == BRAID_COLL_SEND ? st->send_peer : st->recv_peer;
+}
+
+/* Phases 1 and 2 of a round: the next slice-step of the first send (receive) with one
+ * left, to (from) each peer not served yet this round. */
+static int next_p2p(braid_lower_t *l, int kind, braid_lower_item_t *it)
+{
+    uint32_t *served = l->served == NULL ? NULL
+                       : l->served + (kind == BRAID_COLL_SEND ? 0 : l->ops[0]->nranks);
+    for (; l->cur < l->nops; l->cur++) {
+        int peer = p2p_peer(l->ops[l->cur], kind);
+        if (peer < 0 || (served != NULL && served[peer] == l->round))
+            continue;
+        if (pos_next(l->ops[l->cur], &l->pos[l->cur], l->cur, it)) {
+            if (served != NULL)
+                served[peer] = l->round;
             l->moved = 1;
+            l->cur++;
             return 1;
         }
     }
+    return 0;
 }
 
 int braid_lower_next(braid_lower_t *l, braid_lower_item_t *it)
 {
-    if (l->phase == 0) {
-        if (next_coll(l, it))
+    for (;;) {
+        if (l->phase == 0 && next_coll(l, it))
             return 1;
-        l->phase = 1;
+        if (l->phase == 1 && next_p2p(l, BRAID_COLL_SEND, it))
+            return 1;
+        if (l->phase == 2 && next_p2p(l, BRAID_COLL_RECV, it))
+            return 1;
+        if (l->phase == 3)
+            return 0;
         l->cur = 0;
-        l->moved = 0;
+        if (l->phase < 2) {
+            l->phase++;
+        } else if (l->moved) {   /* the next round */
+            l->phase = 1;
+            l->moved = 0;
+            l->round++;
+        } else {
+            l->phase = 3;
+        }
     }
-    if (l->phase == 1) {
-        if (next_p2p(l, it))
-            return 1;
-        l->phase = 2;
-    }
-    return 0;
 }
