@@ -95,6 +95,29 @@ static inline void braid_conn_close(braid_conn_t *c)
         c->ops->close(c);
 }
 
+/* ---- device FIFOs: how the GPU engine reaches a local peer ------------------------------- */
+
+/*
+ * One direction between this rank and a local peer through device memory (the p2p
+ * transport's, transports/p2p): message k of the connection lies in slot k % nslots of the
+ * receiver's FIFO. The sender's stream waits until tail >= k + 1 - nslots (the slot is
+ * free), its kernel writes the slot, and it posts head = k + 1; the receiver's stream waits
+ * until head >= k + 1, its kernel reads the slot, and it posts tail = k + 1. Each counter
+ * lives in the memory of the rank that waits on it (head the receiver's, tail the
+ * sender's), so a rank can always release its own stream's waits by writing its own
+ * memory, whatever its peers do. Counters compare wrap-safe: (int32_t)(counter - k) >= 0.
+ */
+typedef struct braid_dconn {
+    int peer;
+    char *slots;            /* the FIFO (the receiver's), as this rank's kernels reach it */
+    uint32_t *wait;         /* send: tail; receive: head (this rank's memory) */
+    uint32_t *post;         /* send: head; receive: tail (the peer's memory, as mapped here) */
+    uint32_t nslots;
+    size_t slot_size;
+    uint32_t msgs;          /* messages queued on the connection so far (the GPU engine's,
+                             * under the communicator's lock) */
+} braid_dconn_t;
+
 /* ---- the communicator as a transport sees it -------------------------------------------- */
 
 /* A rank's state as it publishes it to its peers. */
@@ -120,6 +143,7 @@ typedef struct braid_peer_info {
     uint64_t slot_size;        /* shared-memory slot size and depth: rank 0's are used */
     uint32_t nslots;
     int32_t numa;              /* NUMA node it ran on at init, -1 unknown */
+    int32_t p2p;               /* it would keep device FIFOs: a GPU backend, BRAID_P2P=1 */
     uint64_t tune_hash;        /* of what NCCL_ALGO/NCCL_PROTO allow: must match rank 0's */
     uint64_t cpus[BRAID_CPU_WORDS];    /* the CPUs it may run on (sched_getaffinity) */
     char hostname[64];
@@ -161,6 +185,10 @@ typedef struct braid_transport_ctx {
     void (*device_map)(int ordinal, void *p, size_t bytes);
     void (*device_unmap)(void *p);
     int device;                         /* this rank's GPU (ncclCommInitRank's current one) */
+    /* Device FIFOs to every rank of the communicator ([nranks], the rank itself included),
+     * where a transport (p2p) made them for every rank, else NULL: then the GPU engine
+     * does not run, and device calls go through the host slots on the proxy thread. */
+    braid_dconn_t **dev_send, **dev_recv;
 } braid_transport_ctx_t;
 
 /* What is known of a peer. */

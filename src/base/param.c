@@ -76,6 +76,17 @@ static const param_entry_t param_table[] = {
         "device memory each communicator keeps for the scratch of device calls, made at "
         "init; the tuner picks no algorithm that needs more for a device call (a forced "
         "one gets more on the calling thread)"),
+    [BRAID_P_P2P] = P_BOOL("P2P", NULL, "1",
+        "device calls between the ranks of one host keep their FIFOs in device memory and "
+        "run on the communicator's stream (the GPU engine); 0: through host memory, on the "
+        "proxy thread"),
+    [BRAID_P_P2P_SLOT_SIZE] = P_SIZE("P2P_SLOT_SIZE", NULL, "2M", 4096, INT64_C(1) << 30,
+        "bytes per device FIFO slot: the GPU engine's slice (rank 0's value is used)"),
+    [BRAID_P_P2P_NSLOTS] = P_INT("P2P_NSLOTS", NULL, "4", 2, 1024,
+        "slots per device FIFO (rank 0's value is used)"),
+    [BRAID_P_P2P_MEM] = P_SIZE("P2P_MEM", NULL, "256M", 1 << 20, INT64_C(1) << 40,
+        "the most device memory a rank's FIFOs take (one FIFO per local rank, itself "
+        "included): slots shrink to fit, down to 64K"),
     [BRAID_P_CHECK_PEERS_MS] = P_INT("CHECK_PEERS_MS", NULL, "100", 1, 3600000,
         "milliseconds between liveness checks of peers while waiting"),
     [BRAID_P_NET] = P_STR("NET", "NCCL_NET", "",

@@ -39,6 +39,10 @@ typedef enum {
     BRAID_P_HOST_PTR_CHECK,     /* auto/1/0: reject buffers the CPU cannot read */
     BRAID_P_DEVICE,             /* GPU backend: auto, cuda, hip, host */
     BRAID_P_DEVICE_SCRATCH,     /* device scratch made at init; the tuner's bound for it */
+    BRAID_P_P2P,                /* device FIFOs between the local ranks (transports/p2p) */
+    BRAID_P_P2P_SLOT_SIZE,      /* bytes per device FIFO slot */
+    BRAID_P_P2P_NSLOTS,         /* slots per device FIFO (>= 2) */
+    BRAID_P_P2P_MEM,            /* the most device memory one rank's FIFOs take */
     BRAID_P_CHECK_PEERS_MS,     /* how often a waiting rank checks its peers are alive */
     BRAID_P_NET,                /* NCCL_NET: network provider between hosts */
     BRAID_P_NET_PLUGIN,         /* NCCL_NET_PLUGIN: an external libnccl-net*.so */

@@ -17,6 +17,7 @@
 #include "core/calib.h"
 #include "core/flight.h"
 #include "core/proxy.h"
+#include "exec/gpu.h"
 #include "topo/host.h"
 
 /* ---- registry of live communicators -------------------------------------------------- */
@@ -153,6 +154,7 @@ static void peer_info_fill(braid_peer_info_t *me, int cudev, uint64_t tune_hash)
     me->slot_size = (uint64_t)braid_param_int(BRAID_P_SHM_SLOT_SIZE);
     me->nslots = (uint32_t)braid_param_int(BRAID_P_SHM_NSLOTS);
     me->numa = braid_numa_self();
+    me->p2p = braid_device() != &braid_device_host && braid_param_int(BRAID_P_P2P) != 0;
     me->tune_hash = tune_hash;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0)
@@ -307,6 +309,28 @@ static braid_status_t comm_tune_plugin_init(braid_comm_t *comm)
                                   t->maxlocal);
 }
 
+/* The proxy with its device executor, and the GPU engine where the transports made device
+ * FIFOs: made now, on this thread, so that device calls allocate nothing. Every rank with
+ * FIFOs makes its engine, or fails its init: the ranks must all use it or none. */
+int braid_comm_ordinal(const braid_comm_t *comm)
+{
+    return comm->cudev >= 0 && comm->cudev < braid_device_count() ? comm->cudev : 0;
+}
+
+static braid_status_t comm_device_prepare(braid_comm_t *comm)
+{
+    int ordinal = braid_comm_ordinal(comm);
+    BRAID_CHECK(braid_proxy_prepare(comm, ordinal));
+    if (comm->tctx.dev_send == NULL)
+        return BRAID_OK;
+    BRAID_CHECK(braid_gpu_create(ordinal, comm->rank, comm->nranks, comm->tctx.dev_send,
+                                 comm->tctx.dev_recv,
+                                 (size_t)braid_param_int(BRAID_P_DEVICE_SCRATCH), &comm->gpu));
+    BRAID_INFO(BRAID_SUB_INIT, "rank %d runs device calls on the GPU engine, device %d",
+               comm->rank, ordinal);
+    return BRAID_OK;
+}
+
 static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_args_t *a)
 {
     comm->rank = a->rank;
@@ -325,8 +349,7 @@ static braid_status_t comm_init_body(braid_comm_t *comm, const braid_comm_init_a
     comm->stream_min = (size_t)braid_param_int(BRAID_P_STREAM_MIN);
     BRAID_CHECK(braid_comm_transports_setup(comm));
     if (braid_device() != &braid_device_host)   /* its calls then allocate nothing */
-        BRAID_CHECK(braid_proxy_prepare(comm, comm->cudev < braid_device_count() ? comm->cudev
-                                                                               : 0));
+        BRAID_CHECK(comm_device_prepare(comm));
     BRAID_CHECK(braid_calibrate(comm));
     /* Setup's last exchange (calibration has one): no rank leaves it, or its process, while
      * another still waits in its setup, where a closed bootstrap link means a dead rank. */

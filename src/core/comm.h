@@ -66,6 +66,9 @@ struct ncclComm {
     braid_premul_t *premuls;           /* ncclRedOpCreatePreMulSum handles */
     int npremuls;
     struct braid_proxy *proxy;         /* device calls: their thread (core/proxy.c) */
+    struct braid_gpu *gpu;             /* the GPU engine (exec/gpu.h): device calls between
+                                        * the ranks of one host run on it; NULL where the
+                                        * transports made no device FIFOs */
     struct braid_flight *flight;       /* the last operations (core/flight.h); NULL: off */
 
     _Atomic int state;                 /* braid_comm_state_t */
@@ -108,6 +111,10 @@ braid_status_t braid_comm_unregister(braid_comm_t *comm, const char *what);
 /* Free an unregistered comm; `abort`: stop whatever another thread runs on it first, and
  * tell the peers. Waits for calls still inside it to leave. */
 void braid_comm_free(braid_comm_t *comm, int abort);
+
+/* The device its device work runs on: its cudev, or device 0 for a rank numbered past the
+ * devices (ncclCommInitAll of more ranks than GPUs). */
+int braid_comm_ordinal(const braid_comm_t *comm);
 
 /* Is this pointer a live communicator? (Validates handles passed by users.) */
 int braid_comm_is_live(const braid_comm_t *comm);

@@ -51,7 +51,7 @@ static void ctx_fill(braid_comm_t *comm)
     if (braid_device() != &braid_device_host) {   /* a GPU: its kernels read the slots */
         comm->tctx.device_map = braid_device_map_host;
         comm->tctx.device_unmap = braid_device_unmap_host;
-        comm->tctx.device = comm->cudev;
+        comm->tctx.device = braid_comm_ordinal(comm);
     }
 }
 

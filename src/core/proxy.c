@@ -37,7 +37,9 @@
 #include "base/param.h"
 #include "core/enqueue.h"
 #include "core/flight.h"
+#include "core/gpu_watch.h"
 #include "core/proxy.h"
+#include "exec/lower.h"
 
 #define PROXY_WORDS_PER_PAGE 1024
 
@@ -45,6 +47,9 @@ typedef struct proxy_job {
     struct proxy_job *next;
     braid_op_t **ops;               /* heap ops; run (and freed) by braid_ops_run */
     int nops;
+    int gpu;                        /* the GPU engine runs it: watched, not run */
+    braid_gpu_job_t gjob;
+    braid_status_t st;              /* < 0: it failed before it was queued */
     void *events[BRAID_PROXY_MAX_STREAMS];
     int nevents;
     uint32_t target;
@@ -171,12 +176,30 @@ static braid_status_t job_bind(braid_proxy_t *px, proxy_job_t *job, int *bound)
     return braid_device()->bind(braid_device_exec_ordinal(px->dx));
 }
 
+/* The job's events go back to the free list, its word is written, it is freed. */
+static void job_done(braid_proxy_t *px, proxy_job_t *job)
+{
+    pthread_mutex_lock(&px->lock);
+    for (int i = 0; i < job->nevents; i++)
+        px->free_events[px->nfree++] = job->events[i];
+    pthread_mutex_unlock(&px->lock);
+    __atomic_store_n(px->word, job->target, __ATOMIC_RELEASE);
+    free(job->ops);
+    free(job);
+}
+
 /* Device jobs: the driver calls made here are the event polls of job_wait_events and the
  * async work of the executor's slices (device/slice.c), none of which a driver serialises
  * behind its allocation lock. */
 static void job_run(braid_proxy_t *px, proxy_job_t *job, int *bound)
 {
-    braid_status_t st = proxy_comm_gone(px) ? BRAID_ERR_ABORTED : BRAID_OK;
+    braid_status_t st = job->st < 0 ? job->st : proxy_comm_gone(px) ? BRAID_ERR_ABORTED
+                                                                    : BRAID_OK;
+    if (job->gpu) {
+        braid_comm_gpu_watch(px->comm, job->ops, job->nops, &job->gjob, st);
+        job_done(px, job);
+        return;
+    }
     if (st == BRAID_OK)
         st = job_bind(px, job, bound);
     if (st == BRAID_OK)
@@ -189,14 +212,9 @@ static void job_run(braid_proxy_t *px, proxy_job_t *job, int *bound)
     st = braid_ops_run(job->ops, job->nops, 1, st);
     if (job->done != NULL)
         job->done(job->done_arg, st);
-    pthread_mutex_lock(&px->lock);
-    for (int i = 0; i < job->nevents; i++)
-        px->free_events[px->nfree++] = job->events[i];
-    pthread_mutex_unlock(&px->lock);
-    __atomic_store_n(px->word, job->target, __ATOMIC_RELEASE);
-    free(job->ops);
-    free(job);
+    job_done(px, job);
 }
+
 
 static void *proxy_main(void *arg)
 {
@@ -357,14 +375,54 @@ static braid_status_t job_events(braid_proxy_t *px, proxy_job_t *job, void **str
     return BRAID_OK;
 }
 
+/* A GPU engine job: its ops lowered onto the engine's stream now, under the comm's lock
+ * (targets, queue and lowering in one order), published as started; the proxy watches it.
+ * On an error the job still goes to the proxy, which fails it in order with the others. */
+static braid_status_t job_gpu(braid_comm_t *comm, int ordinal, proxy_job_t *job,
+                              braid_proxy_ticket_t *t)
+{
+    braid_gpu_t *g = comm->gpu;
+    braid_status_t st = BRAID_OK;
+    job->gpu = 1;
+    for (int i = 0; i < job->nops; i++) {
+        braid_op_t *op = job->ops[i];
+        op->slice = braid_gpu_slice(g);
+        if (!braid_lower_is_p2p(op)) {
+            braid_comm_publish_call(comm, &op->hdr);
+            braid_comm_publish(comm, op->hdr.seq, 0);
+        }
+    }
+    for (int i = 0; i < job->nops && st == BRAID_OK; i++)
+        if (!job->ops[i]->on_device)
+            st = braid_err(BRAID_ERR_USAGE, "a group of rank %d mixes host and device buffers "
+                           "on one communicator, whose device calls run on the GPU engine: "
+                           "put them in groups of their own", comm->rank);
+    if (st == BRAID_OK && ordinal != braid_gpu_ordinal(g))
+        st = braid_err(BRAID_ERR_INVALID, "device buffers on device %d, while rank %d's "
+                       "communicator runs on device %d: one communicator uses one device",
+                       ordinal, comm->rank, braid_gpu_ordinal(g));
+    if (st == BRAID_OK)
+        st = braid_gpu_submit(g, job->ops, job->nops, &job->gjob);
+    if (st < 0) {
+        braid_comm_set_error(comm, st);
+        job->gjob.nstreams = 0;
+        job->st = st;
+    }
+    t->gpu = 1;
+    t->gjob = job->gjob;
+    return st;
+}
+
 /* Queue a job; `t` (device jobs) gets its streams' events, `done` (may be NULL) is called
- * on the proxy thread after the job ran. */
+ * on the proxy thread after the job ran. Device calls (t set) of a communicator with a
+ * GPU engine go to the engine, and the proxy only watches them. */
 static braid_status_t proxy_queue(braid_comm_t *comm, int ordinal, braid_op_t **ops, int n,
                                   braid_proxy_done_fn done, void *done_arg,
                                   braid_proxy_ticket_t *t)
 {
     braid_proxy_t *px = NULL;
-    braid_status_t st = ordinal >= 0 ? braid_device()->bind(ordinal) : BRAID_OK;
+    int gpu = ordinal >= 0 && t != NULL && comm->gpu != NULL;
+    braid_status_t st = ordinal >= 0 && !gpu ? braid_device()->bind(ordinal) : BRAID_OK;
     proxy_job_t *job = st == BRAID_OK ? calloc(1, sizeof(*job)) : NULL;
     braid_op_t **copy = job != NULL ? malloc((size_t)n * sizeof(*copy)) : NULL;
     if (st == BRAID_OK && copy == NULL)
@@ -372,8 +430,8 @@ static braid_status_t proxy_queue(braid_comm_t *comm, int ordinal, braid_op_t **
     /* under the comm's lock: the proxy, targets and the queue in the same order */
     pthread_mutex_lock(&comm->lock);
     if (st == BRAID_OK)
-        st = proxy_get(comm, ordinal, &px);
-    if (st == BRAID_OK && ordinal >= 0)
+        st = proxy_get(comm, gpu ? -1 : ordinal, &px);
+    if (st == BRAID_OK && ordinal >= 0 && !gpu)
         st = job_reserve(px, ops, n);
     if (st < 0) {   /* no proxy to give them to: they fail here */
         pthread_mutex_unlock(&comm->lock);
@@ -389,7 +447,9 @@ static braid_status_t proxy_queue(braid_comm_t *comm, int ordinal, braid_op_t **
     job->done_arg = done_arg;
     void *streams[BRAID_PROXY_MAX_STREAMS];
     int nstreams = 0;
-    if (ordinal >= 0) {
+    if (gpu) {
+        st = job_gpu(comm, ordinal, job, t);
+    } else if (ordinal >= 0) {
         st = job_events(px, job, t != NULL ? t->streams : streams,
                         t != NULL ? &t->nstreams : &nstreams);
         /* on an error the job still goes to the proxy, which fails it in order with the
@@ -401,7 +461,7 @@ static braid_status_t proxy_queue(braid_comm_t *comm, int ordinal, braid_op_t **
         }
     }
     job->target = ++px->issued;
-    px->device_jobs += ordinal >= 0;
+    px->device_jobs += ordinal >= 0 && !gpu;
     if (t != NULL)
         t->target = job->target;
     pthread_mutex_lock(&px->lock);
@@ -421,6 +481,7 @@ braid_status_t braid_proxy_submit(braid_comm_t *comm, int ordinal, braid_op_t **
 {
     t->comm = comm;
     t->nstreams = 0;
+    t->gpu = 0;
     return proxy_queue(comm, ordinal, ops, n, NULL, NULL, t);
 }
 
@@ -433,6 +494,12 @@ braid_status_t braid_proxy_post(braid_comm_t *comm, int ordinal, braid_op_t **op
 braid_status_t braid_proxy_join(const braid_proxy_ticket_t *t)
 {
     braid_proxy_t *px = t->comm->proxy;
+    if (t->gpu) {
+        braid_status_t st = braid_gpu_join(t->comm->gpu, &t->gjob);
+        if (st < 0)
+            braid_comm_set_error(t->comm, st);
+        return st;
+    }
     for (int j = 0; j < t->nstreams; j++) {
         braid_status_t st = braid_device()->stream_wait_word(t->streams[j], px->word,
                                                             t->target);
@@ -471,7 +538,10 @@ int braid_proxy_stop(braid_comm_t *comm, int abort)
         pthread_join(px->thread, NULL);
     }
     /* an abort returns within a second, whatever another communicator's kernel does */
-    int left = braid_device_exec_destroy(px->dx, abort ? PROXY_ABORT_WAIT_S : proxy_timeout());
+    double wait_s = abort ? PROXY_ABORT_WAIT_S : proxy_timeout();
+    int left = braid_gpu_destroy(comm->gpu, wait_s);   /* first: it may find the device stuck */
+    left |= braid_device_exec_destroy(px->dx, wait_s);
+    comm->gpu = NULL;
     for (int i = 0; i < px->nfree; i++)
         braid_device()->event_destroy(px->free_events[i]);
     free(px->free_events);

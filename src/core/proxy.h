@@ -6,6 +6,7 @@
 #define BRAID_CORE_PROXY_H
 
 #include "core/comm.h"
+#include "exec/gpu.h"
 
 #define BRAID_PROXY_MAX_STREAMS 16
 
@@ -15,6 +16,8 @@ typedef struct braid_proxy_ticket {
     uint32_t target;
     void *streams[BRAID_PROXY_MAX_STREAMS];
     int nstreams;
+    int gpu;                        /* the GPU engine's job: its streams wait for gjob */
+    braid_gpu_job_t gjob;
 } braid_proxy_ticket_t;
 
 /* At init, where a GPU backend is in use: the comm's proxy with its completion word and

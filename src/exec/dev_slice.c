@@ -38,6 +38,7 @@
 #include "base/time.h"
 #include "exec/dev_kernels.h"
 #include "exec/dev_slice.h"
+#include "exec/gpu.h"
 #include "kernels/gpu/kargs.h"
 
 #define DEV_SCALAR_BYTES 64         /* pinned room for a ncclPreMulSum scalar */
@@ -178,6 +179,17 @@ static void exec_pending(braid_device_exec_t *dx, int on)
     dx->pending = on;
 }
 
+int braid_device_exec_busy(void)
+{
+    return atomic_load(&dev_pending) > 0;
+}
+
+/* Device work of the process not finished: the executors' and the GPU engines'. */
+static int exec_others_busy(void)
+{
+    return atomic_load(&dev_pending) > 0 || braid_gpu_busy(NULL);
+}
+
 int braid_device_exec_destroy(braid_device_exec_t *dx, double wait_s)
 {
     if (dx == NULL)
@@ -187,14 +199,14 @@ int braid_device_exec_destroy(braid_device_exec_t *dx, double wait_s)
     for (double end = braid_now() + wait_s;;) {
         if (dx->pending && dx->ops->event_query(dx->done) != BRAID_INPROGRESS)
             exec_pending(dx, 0);
-        if (braid_device_stuck() || atomic_load(&dev_pending) == 0 || braid_now() >= end)
+        if (braid_device_stuck() || !exec_others_busy() || braid_now() >= end)
             break;
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
     if (dx->pending)   /* its own work never finished */
         braid_device_set_stuck();
-    if (braid_device_stuck() || atomic_load(&dev_pending) > 0) {
+    if (braid_device_stuck() || exec_others_busy()) {
         BRAID_WARN("%s device %d: work braid queued has not finished: a device executor's "
                    "stream and memory are left in place (freeing them would wait for it)",
                    dx->ops->name, dx->ordinal);

@@ -29,6 +29,8 @@ typedef struct braid_device_exec braid_device_exec_t;
 braid_status_t braid_device_exec_create(int ordinal, size_t slice_bytes, size_t scratch_bytes,
                                         braid_device_exec_t **dx_p);
 int braid_device_exec_ordinal(const braid_device_exec_t *dx);
+/* Some executor of the process has work that has not ended well. */
+int braid_device_exec_busy(void);
 /* Free it, once no executor of the process has work pending on the device (waiting up to
  * wait_s for the others'): freeing device memory would wait for that work. Returns 1 when
  * it left its stream and memory in place instead (its own work never finished, or the

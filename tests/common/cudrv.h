@@ -15,6 +15,7 @@
 typedef struct cudrv {
     CUresult (*init)(unsigned int);
     CUresult (*device_get)(CUdevice *, int);
+    CUresult (*device_count)(int *);
     CUresult (*ctx_retain)(CUcontext *, CUdevice);
     CUresult (*ctx_set)(CUcontext);
     CUresult (*alloc)(CUdeviceptr *, size_t);
@@ -52,6 +53,7 @@ static void cudrv_load(cudrv_t *cu)
     }
     *(void **)&cu->init = cudrv_sym(lib, "cuInit");
     *(void **)&cu->device_get = cudrv_sym(lib, "cuDeviceGet");
+    *(void **)&cu->device_count = cudrv_sym(lib, "cuDeviceGetCount");
     *(void **)&cu->ctx_retain = cudrv_sym(lib, "cuDevicePrimaryCtxRetain");
     *(void **)&cu->ctx_set = cudrv_sym(lib, "cuCtxSetCurrent");
     *(void **)&cu->alloc = cudrv_sym(lib, "cuMemAlloc_v2");

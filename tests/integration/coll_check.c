@@ -19,6 +19,7 @@
  *   -F           destroy communicators without ncclCommFinalize (isolates finalize bugs)
  *   -d           device buffers, through the CUDA driver (coll_dev.c): every checked
  *                buffer (cc_buf) gets a device twin that the calls take, with a stream
+ *   -D           with -d, -p or -T: rank r uses device r % (the driver's device count)
  *
  * Exit: 0 all passed, 1 a failure (one line each on stderr), 99 a usage or setup error.
  */
@@ -65,7 +66,7 @@ static void on_alarm(int sig)
 static void usage_exit(const char *why)
 {
     fprintf(stderr, "coll_check: %s\nusage: coll_check [-p N | -t N | -T N] [-q] [-v] "
-            "[-o sections] [-w seconds] [-F] [-d]\n", why);
+            "[-o sections] [-w seconds] [-F] [-d [-D]]\n", why);
     exit(99);
 }
 
@@ -154,7 +155,7 @@ static int run_process(void)
     w.nlocal = 1;
     w.ranks[0] = rank;
     cc_set_phase("ncclCommInitRank");
-    cc_dev_thread_init();
+    cc_dev_thread_init(rank);
     CC_NCCL(&w, "ncclGetUniqueId", ncclGetUniqueId(&id));
     CC_NCCL(&w, "ncclCommInitRank", ncclCommInitRank(&w.comms[0], n, id, rank));
     CC_NCCL(&w, "ncclGetUniqueId", ncclGetUniqueId(&w.nb_id));   /* same root address */
@@ -224,7 +225,7 @@ static int run_threads_one(int n)
     for (int r = 0; r < n; r++)
         w.ranks[r] = r;
     cc_set_phase("ncclCommInitAll");
-    cc_dev_thread_init();
+    cc_dev_thread_init(0);
     CC_NCCL(&w, "ncclCommInitAll", ncclCommInitAll(w.comms, n, NULL));
     CC_NCCL(&w, "ncclGetUniqueId", ncclGetUniqueId(&w.nb_id));
     run_world(&w);
@@ -247,7 +248,7 @@ static void *rank_thread(void *p)
     w.nlocal = 1;
     w.ranks[0] = a->rank;
     w.nb_id = a->nb_id;
-    cc_dev_thread_init();
+    cc_dev_thread_init(a->rank);
     CC_NCCL(&w, "ncclCommInitRank", ncclCommInitRank(&w.comms[0], a->n, a->id, a->rank));
     run_world(&w);
     return NULL;
@@ -276,7 +277,7 @@ int main(int argc, char **argv)
 {
     int c;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    while ((c = getopt(argc, argv, "p:t:T:qvo:w:Fd")) != -1) {
+    while ((c = getopt(argc, argv, "p:t:T:qvo:w:FdD")) != -1) {
         switch (c) {
         case 'p': opt.procs = atoi(optarg); break;
         case 't': opt.threads_one = atoi(optarg); break;
@@ -287,6 +288,7 @@ int main(int argc, char **argv)
         case 'w': opt.watchdog_s = atoi(optarg); break;
         case 'F': cc_skip_finalize = 1; break;
         case 'd': cc_device = 1; break;
+        case 'D': cc_spread = 1; break;
         default: usage_exit("unknown option");
         }
     }

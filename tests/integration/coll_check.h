@@ -124,8 +124,12 @@ int cc_buf_guards_ok(const cc_buf_t *b, const cc_case_t *c, int rank);
 
 /* ---- device buffers (coll_dev.c, -d) ---- */
 extern int cc_device;
-/* Each thread that issues calls: the driver's context and this thread's stream. */
-void cc_dev_thread_init(void);
+/* -D: ranks spread over the devices, rank r on device r % count (processes and threads
+ * each; -t's one thread keeps every rank on device 0). */
+extern int cc_spread;
+/* Each thread that issues calls, for `rank`: its device's primary context (device 0, or
+ * rank % count with -D) and this thread's stream. */
+void cc_dev_thread_init(int rank);
 /* The stream calls take (NULL without -d). */
 void *cc_stream(void);
 /* The device twin of a pointer into a live cc_buf (p itself without -d, or elsewhere). */

@@ -33,12 +33,22 @@ static void cu_load(void)
     cudrv_load(&cu);
 }
 
-void cc_dev_thread_init(void)
+int cc_spread;
+
+void cc_dev_thread_init(int rank)
 {
     if (!cc_device)
         return;
     pthread_once(&cu_once, cu_load);
-    CUDRV(cu.ctx_set(cu.ctx));
+    CUcontext ctx = cu.ctx;
+    if (cc_spread) {
+        int n = 1;
+        CUdevice dev;
+        CUDRV(cu.device_count(&n));
+        CUDRV(cu.device_get(&dev, rank % n));
+        CUDRV(cu.ctx_retain(&ctx, dev));
+    }
+    CUDRV(cu.ctx_set(ctx));
     if (stream == NULL)
         CUDRV(cu.stream_create(&stream, CU_STREAM_NON_BLOCKING));
 }

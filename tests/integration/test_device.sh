@@ -1,13 +1,17 @@
 #!/bin/bash
-# Device buffers on braid's emulated CUDA driver (emu, built as
-# emu/.libs/libcuda.so.1): every collective, type and op through coll_check -d
-# (braid.h's uneven ones too, section v) on 1 to 4 processes, 4 ranks driven by one thread
-# (one stream for all, in groups) and 3 threads with a rank each; every queued operation of
-# the emulated streams delayed (BRAID_EMU_DELAY_US), so a library that reads a buffer
-# before its stream wrote it, or returns its result late, fails the checks; then the
-# failure cases (tests/fault/device_fault.c: abort, asynchronous error, mixed buffers,
-# finalize; tests/fault/device_stall.c: a late rank, a stream and a kernel that never
-# finish, abort meanwhile). A program built against NVIDIA's headers is test_nv_client.sh's.
+# Device buffers on braid's emulated CUDA driver (emu/, built as emu/.libs/libcuda.so.1):
+# every collective, type and op through coll_check -d (braid.h's uneven ones too, section
+# v) on the GPU engine (device FIFOs, work on the communicators' streams) on 1 to 4
+# processes, 4 ranks driven by one thread (one stream for all, in groups), 3 threads with
+# a rank each, and ranks spread over 2 and 3 devices (-D, processes and threads); every
+# queued operation of the emulated streams delayed (BRAID_EMU_DELAY_US), so a library that
+# reads a buffer before its stream wrote it, or returns its result late, fails the checks;
+# the host engine on the proxy thread (BRAID_P2P=0: no device FIFOs) the same way on 2
+# processes and 4 ranks of one thread; then the failure cases (tests/fault/device_fault.c:
+# abort, asynchronous error, mixed buffers, finalize; tests/fault/device_stall.c: a late
+# rank, a stream and a kernel that never finish, abort meanwhile, on both engines;
+# tests/fault/device_kill.c: a rank killed in the middle of a device all-reduce). A program
+# built against NVIDIA's headers is test_nv_client.sh's.
 # Every step runs the emulator in its strict mode (BRAID_EMU_STRICT=1, as unforgiving as a
 # real driver: its lock, the legacy stream, time slices, lazy loads, device memory the host
 # cannot touch), one coll_check run also without it. The strict runs are the regression
@@ -24,7 +28,8 @@ emu=$build/emu/.libs
 check=$build/tests/integration/coll_check
 fault=$build/tests/fault/device_fault
 stall=$build/tests/fault/device_stall
-for f in "$emu/libcuda.so.1" "$check" "$fault" "$stall"; do
+kill=$build/tests/fault/device_kill
+for f in "$emu/libcuda.so.1" "$check" "$fault" "$stall" "$kill"; do
     [ -e "$f" ] || { echo "test_device.sh: $f is not built" >&2; exit 99; }
 done
 export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -59,12 +64,22 @@ for n in 1 2 3 4; do
 done
 run "coll_check -d, 4 ranks on one thread" $limit "$check" -d -q -w $w -o "$sections" -t 4
 run "coll_check -d, 3 threads" $limit "$check" -d -q -w $w -o "$sections" -T 3
+run "coll_check -d, 3 processes on 2 devices" $limit \
+    env BRAID_EMU_DEVICES=2 "$check" -d -D -q -w $w -o "$sections" -p 3
+run "coll_check -d, 3 threads on 3 devices" $limit \
+    env BRAID_EMU_DEVICES=3 "$check" -d -D -q -w $w -o "$sections" -T 3
+run "coll_check -d, the host engine (BRAID_P2P=0), 2 processes" $limit \
+    env BRAID_P2P=0 "$check" -d -q -w $w -o "$sections" -p 2
+run "coll_check -d, the host engine (BRAID_P2P=0), 4 ranks on one thread" $limit \
+    env BRAID_P2P=0 "$check" -d -q -w $w -o "$sections" -t 4
 run "coll_check -d, 2 processes, the emulator not strict" $limit \
     env BRAID_EMU_STRICT=0 "$check" -d -q -w $w -o "$sections" -p 2
 run "coll_check -d, 2 processes, every stream operation delayed 200 us" $limit \
     env BRAID_EMU_DELAY_US=200 "$check" -d -q -w $w -o reduce,move -p 2
-run "coll_check -d, 2 processes, slots not mapped for the device (bounce buffers)" $limit \
-    env BRAID_EMU_NO_HOST_REGISTER=1 "$check" -d -q -w $w -o reduce,move -p 2
+run "coll_check -d, 2 processes, the host engine, slots not mapped (bounce buffers)" $limit \
+    env BRAID_P2P=0 BRAID_EMU_NO_HOST_REGISTER=1 "$check" -d -q -w $w -o reduce,move -p 2
+run "coll_check -d, 2 processes, FIFOs of 2 slots of 4 KiB (many slices)" $limit \
+    env BRAID_P2P_SLOT_SIZE=4096 BRAID_P2P_NSLOTS=2 "$check" -d -q -w $w -o "$sections" -p 2
 run "coll_check -d, 4 ranks on one thread, delayed" $limit \
     env BRAID_EMU_DELAY_US=200 "$check" -d -q -w $w -o reduce -t 4
 # The bandwidth tools: device buffers (a stream per rank, data checked through copies to
@@ -87,4 +102,7 @@ run "device_fault: abort, async error, mixed buffers, finalize" 180 "$fault"
 # each case bounded by the program itself (60 s)
 run "device_stall: a late rank, a stream and a kernel that never finish, abort meanwhile" \
     300 "$stall"
+run "device_stall on the host engine (BRAID_P2P=0)" 300 env BRAID_P2P=0 "$stall"
+# its own watchdog: 120 s
+run "device_kill: a rank killed in the middle of a device all-reduce" 180 "$kill"
 exit $fail

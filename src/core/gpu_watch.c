@@ -1,0 +1,156 @@
+/*
+ * The watch of a GPU engine job, on its communicator's proxy thread (src/exec/gpu.h): no
+ * host thread moves its data, but one sees that it ends, within BRAID_TIMEOUT, and says
+ * why when it does not.
+ *
+ * The watcher reads the job's words in pinned memory: `done` (the job ended) and the
+ * progress mark (which slice-step the stream has reached, and whether that step waits for
+ * a peer or for its own kernel). While the stream waits for a peer, the peers are checked
+ * as the host engine checks them (comm_health.c: a dead, failed or aborted peer fails the
+ * call naming it; mismatched calls are named; after BRAID_TIMEOUT without progress the
+ * ranks that have not reached the call are named); while it waits for the callers'
+ * streams or its own kernel, after BRAID_TIMEOUT the call fails saying so. On any
+ * failure, or an abort from another thread, the communicator fails and the engine is
+ * released (braid_gpu_release: every wait it queued passes, and the callers' streams
+ * go), so nothing braid made wait waits for ever.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/param.h"
+#include "core/comm.h"
+#include "core/flight.h"
+#include "core/gpu_watch.h"
+#include "device/device.h"
+#include "exec/lower.h"
+
+#define WATCH_CHECK_S 0.01          /* abort and device waits: checked this often */
+#define WATCH_RELEASE_S 0.02        /* after a failure: how long the release is repeated
+                                     * (the engine's destroy repeats it as it waits) */
+
+typedef struct watch {
+    braid_comm_t *comm;
+    braid_gpu_t *g;
+    braid_op_t **ops;
+    int n;
+    const braid_gpu_job_t *job;
+    uint32_t progress;              /* the last mark seen */
+    double since;                   /* when it last changed */
+    double next_peers, next_check;
+} watch_t;
+
+static int watch_done(const watch_t *w)
+{
+    return (int32_t)(braid_gpu_done(w->g) - w->job->target) >= 0;
+}
+
+/* The op the stream is in, its step set where it stands (for the health checks, which
+ * name the peer of op->step, and the flight recorder). */
+static braid_op_t *watch_where(watch_t *w, braid_gpu_where_t *where)
+{
+    braid_gpu_where(w->g, w->ops, w->n, w->job, where);
+    braid_op_t *op = w->ops[where->op >= 0 ? where->op : 0];
+    if (where->step >= 0)
+        op->step = where->step;
+    if (op->first_clock == 0 && where->started)
+        op->first_clock = braid_now();
+    return op;
+}
+
+/* The checks of one pass, when their time has come. */
+static braid_status_t watch_check(watch_t *w, double now)
+{
+    braid_gpu_where_t where;
+    braid_op_t *op = watch_where(w, &where);
+    double waited = now - w->since, timeout = (double)braid_param_int(BRAID_P_TIMEOUT);
+    if (where.kernel) {   /* a kernel that never ends: the device is stuck for good */
+        braid_status_t st = braid_comm_device_wait(w->comm, op, BRAID_FLIGHT_WAITS_GPU, waited);
+        if (st == BRAID_ERR_TIMEOUT)
+            braid_device_set_stuck();
+        return st;
+    }
+    if (!where.started)
+        return braid_comm_device_wait(w->comm, op, BRAID_FLIGHT_WAITS_STREAM, waited);
+    const braid_exec_hooks_t *h = &braid_comm_exec_hooks;
+    int peers = now >= w->next_peers;   /* else only an abort or revoke is looked for */
+    if (peers)
+        w->next_peers = now + (double)braid_param_int(BRAID_P_CHECK_PEERS_MS) * 1e-3;
+    BRAID_CHECK(h->check(w->comm, op, peers));
+    if (timeout > 0 && waited > timeout)
+        return h->stalled(w->comm, op, waited);
+    return BRAID_OK;
+}
+
+/* The watcher is in no job's data path (the callers' streams wait on the device, not on
+ * it): it sleeps between looks, 20 us at first, up to 1 ms, leaving the CPUs to the ranks
+ * and the runtime's threads (on a 2-core machine, polling faster cost an 8-byte call a
+ * third of its time). */
+static void watch_pause(unsigned i)
+{
+    unsigned shift = i / 8;
+    struct timespec ts = { 0, 20000L << (shift < 6 ? shift : 6) };   /* 20 us .. 1.28 ms */
+    nanosleep(&ts, NULL);
+}
+
+static braid_status_t watch_run(watch_t *w)
+{
+    w->since = braid_now();
+    w->next_check = w->next_peers = w->since;
+    w->progress = braid_gpu_progress(w->g);
+    for (unsigned i = 0; !watch_done(w); i++) {
+        uint32_t p = braid_gpu_progress(w->g);
+        if (p != w->progress) {
+            w->progress = p;
+            w->since = braid_now();
+            i = 0;
+        }
+        if ((i & 3) == 3) {
+            double now = braid_now();
+            if (now >= w->next_check) {
+                w->next_check = now + WATCH_CHECK_S;
+                BRAID_CHECK(watch_check(w, now));
+            }
+        }
+        watch_pause(i);
+    }
+    return BRAID_OK;
+}
+
+/* After a failure: release the engine until the job has passed on the device (a peer's
+ * late post may block a wait again), for a while; the callers' streams go at once. */
+static void watch_release(watch_t *w)
+{
+    double end = braid_now() + WATCH_RELEASE_S;
+    do {
+        braid_gpu_release(w->g);
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    } while (!watch_done(w) && braid_now() < end);
+}
+
+braid_status_t braid_comm_gpu_watch(braid_comm_t *comm, braid_op_t **ops, int n,
+                                    const braid_gpu_job_t *job, braid_status_t st)
+{
+    watch_t w = { .comm = comm, .g = comm->gpu, .ops = ops, .n = n, .job = job };
+    for (int i = 0; i < n; i++)
+        braid_flight_running(ops[i]);
+    if (st == BRAID_OK)
+        st = watch_run(&w);
+    if (st < 0) {
+        braid_comm_set_error(comm, st);
+        watch_release(&w);
+    }
+    for (int i = 0; i < n; i++) {
+        braid_op_t *op = ops[i];
+        if (st == BRAID_OK && !braid_lower_is_p2p(op))
+            braid_comm_publish(comm, 0, op->hdr.seq);
+        braid_flight_end(op, st);
+        op->bufs[BRAID_BUF_SCRATCH] = NULL;     /* the engine's */
+        braid_op_finish(op);
+        braid_comm_leave(comm);
+        free(op);
+    }
+    return st;
+}

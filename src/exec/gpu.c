@@ -1,0 +1,490 @@
+/*
+ * The GPU engine (gpu.h): a job's slice-steps lowered onto the communicator's stream.
+ *
+ * Per slice-step (lower.h's order), its waits, its kernel and its posts:
+ *
+ *   wait  recv: head >= r + 1        the peer's message r is in this rank's FIFO
+ *   wait  send: tail >= s + 1 - K    slot s % K of the peer's FIFO is free (K slots)
+ *   write progress = ++mark          (pinned host memory: the watcher reads it)
+ *   kernel: braid_k_copy / braid_k_reduce on the slice (none for a token or a drop)
+ *   write send: peer's head = s + 1
+ *   write recv: peer's tail = r + 1  (fenced: the kernel's reads and writes come first)
+ *   write progress = ++mark
+ *
+ * A step's posts go in one batch of stream memory operations with the next step's waits,
+ * so a slice-step costs the driver two calls: a batch and a launch. A job is framed by
+ * the callers' streams: the stream waits for an event recorded on each, writes the
+ * progress mark that says it started, and at the end writes `done` and `release` = the
+ * job's target, which the callers' streams wait for. `done` only the stream writes;
+ * `release` also the host, to let the callers' streams go after a failure
+ * (braid_gpu_release). A slice-step that waits for nothing (a local copy) has no mark
+ * before its kernel.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/time.h"
+#include "device/device.h"
+#include "exec/dev_kernels.h"
+#include "exec/dev_slice.h"
+#include "exec/gpu.h"
+#include "exec/lower.h"
+
+#define GPU_POISON (1u << 30)       /* past every message a wait can name */
+#define GPU_WORDS 4                 /* pinned: done, release, progress, spare */
+
+/* A caller's stream and the event that joins the engine's stream to it. */
+typedef struct gpu_join {
+    void *stream, *event;
+} gpu_join_t;
+
+struct braid_gpu {
+    struct braid_gpu *next;         /* in the process's list of engines (gpus) */
+    const braid_device_ops_t *ops;
+    int ordinal, rank, nranks;
+    void *ctx;                      /* the context it was made in, made current to queue */
+    void *stream;                   /* the communicator's */
+    void *side;                     /* braid_gpu_release's writes */
+    void *idle;                     /* recorded by destroy, to wait for the stream */
+    braid_dev_kernels_t *k;
+    braid_dconn_t **send, **recv;   /* [nranks] */
+    uint32_t *words;                /* pinned: done, release, progress */
+    char *words_dev;                /* the same, as the device reaches them */
+    uint32_t issued;                /* the last target handed out */
+    int released;                   /* braid_gpu_release was called: it failed */
+    uint32_t mark;                  /* the last progress mark queued */
+    braid_mem_op_t held[4];         /* the last slice-step's posts, not queued yet */
+    int nheld;
+    gpu_join_t joins[BRAID_GPU_MAX_STREAMS];
+    int njoins;
+    void *scratch;                  /* for every op in turn: the stream runs them in order */
+    size_t scratch_bytes;
+    void **retired;                 /* smaller scratch made before: freed with the engine */
+    int nretired;
+};
+
+enum { W_DONE = 0, W_RELEASE = 1, W_PROGRESS = 2 };
+
+/* Every engine of the process: freeing device memory waits for the whole device, so one
+ * engine frees its memory only while no other has work in flight. */
+static pthread_mutex_t gpus_lock = PTHREAD_MUTEX_INITIALIZER;
+static braid_gpu_t *gpus;
+
+static void *word_dev(const braid_gpu_t *g, int w)
+{
+    return g->words_dev + (size_t)w * sizeof(uint32_t);
+}
+
+static int gpu_in_flight(const braid_gpu_t *g)
+{
+    return (int32_t)(braid_gpu_done(g) - braid_gpu_issued(g)) < 0;
+}
+
+int braid_gpu_busy(const braid_gpu_t *except)
+{
+    int busy = 0;
+    pthread_mutex_lock(&gpus_lock);
+    for (const braid_gpu_t *g = gpus; g != NULL && !busy; g = g->next)
+        busy = g != except && gpu_in_flight(g);
+    pthread_mutex_unlock(&gpus_lock);
+    return busy;
+}
+
+static void gpu_unlist(braid_gpu_t *g)
+{
+    pthread_mutex_lock(&gpus_lock);
+    for (braid_gpu_t **p = &gpus; *p != NULL; p = &(*p)->next)
+        if (*p == g) {
+            *p = g->next;
+            break;
+        }
+    pthread_mutex_unlock(&gpus_lock);
+}
+
+int braid_gpu_ordinal(const braid_gpu_t *g)
+{
+    return g->ordinal;
+}
+
+size_t braid_gpu_slice(const braid_gpu_t *g)
+{
+    return g->send[g->rank]->slot_size;
+}
+
+/* ---- making and freeing --------------------------------------------------------------- */
+
+static braid_status_t gpu_words(braid_gpu_t *g)
+{
+    braid_ptr_info_t info;
+    BRAID_CHECK(g->ops->host_alloc(GPU_WORDS * sizeof(uint32_t), (void **)&g->words));
+    memset(g->words, 0, GPU_WORDS * sizeof(uint32_t));
+    BRAID_CHECK(g->ops->ptr_info(g->words, &info));
+    if (info.kind != BRAID_MEM_PINNED || info.dptr == NULL)
+        return braid_err(BRAID_ERR_DEVICE, "%s: pinned memory is not mapped for device %d",
+                         g->ops->name, g->ordinal);
+    g->words_dev = info.dptr;
+    return BRAID_OK;
+}
+
+static void gpu_free(braid_gpu_t *g)
+{
+    const braid_device_ops_t *ops = g->ops;
+    gpu_unlist(g);   /* first: braid_gpu_busy reads the words */
+    for (int i = 0; i < g->njoins; i++)
+        ops->event_destroy(g->joins[i].event);
+    if (g->idle != NULL)
+        ops->event_destroy(g->idle);
+    if (g->side != NULL)
+        ops->stream_destroy(g->side);
+    if (g->stream != NULL)
+        ops->stream_destroy(g->stream);
+    if (g->words != NULL)
+        ops->host_free(g->words);
+    if (g->scratch != NULL)
+        ops->mem_free(g->scratch);
+    for (int i = 0; i < g->nretired; i++)
+        ops->mem_free(g->retired[i]);
+    free(g->retired);
+    free(g);
+}
+
+braid_status_t braid_gpu_create(int ordinal, int rank, int nranks, braid_dconn_t **send,
+                                braid_dconn_t **recv, size_t scratch, braid_gpu_t **g_p)
+{
+    braid_gpu_t *g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "out of memory for the GPU engine");
+    *g = (braid_gpu_t){ .ops = braid_device(), .ordinal = ordinal, .rank = rank,
+                        .nranks = nranks, .send = send, .recv = recv };
+    const braid_device_ops_t *ops = g->ops;
+    braid_status_t st;
+    BRAID_CHECK_GOTO(st, ops->bind(ordinal), out_free);
+    BRAID_CHECK_GOTO(st, ops->ctx_get(&g->ctx), out_free);
+    BRAID_CHECK_GOTO(st, braid_dev_kernels_get(ordinal, &g->k), out_free);
+    BRAID_CHECK_GOTO(st, ops->stream_create(&g->stream), out_free);
+    BRAID_CHECK_GOTO(st, ops->stream_create(&g->side), out_free);
+    BRAID_CHECK_GOTO(st, ops->event_create(&g->idle), out_free);
+    BRAID_CHECK_GOTO(st, gpu_words(g), out_free);
+    if (scratch > 0) {
+        BRAID_CHECK_GOTO(st, ops->mem_alloc(scratch, &g->scratch), out_free);
+        g->scratch_bytes = scratch;
+    }
+    pthread_mutex_lock(&gpus_lock);
+    g->next = gpus;
+    gpus = g;
+    pthread_mutex_unlock(&gpus_lock);
+    *g_p = g;
+    return BRAID_OK;
+out_free:
+    gpu_free(g);
+    return st;
+}
+
+uint32_t braid_gpu_done(const braid_gpu_t *g)
+{
+    return __atomic_load_n(&g->words[W_DONE], __ATOMIC_ACQUIRE);
+}
+
+uint32_t braid_gpu_progress(const braid_gpu_t *g)
+{
+    return __atomic_load_n(&g->words[W_PROGRESS], __ATOMIC_ACQUIRE);
+}
+
+uint32_t braid_gpu_issued(const braid_gpu_t *g)
+{
+    return __atomic_load_n(&g->issued, __ATOMIC_ACQUIRE);
+}
+
+/* Freeing device memory waits for the whole device: only once this engine's stream is
+ * idle and no other engine or executor of the process has work in flight. */
+int braid_gpu_destroy(braid_gpu_t *g, double wait_s)
+{
+    if (g == NULL)
+        return 0;
+    const braid_device_ops_t *ops = g->ops;
+    int idle = 0, others = 1;
+    void *saved = NULL;
+    if (ops->ctx_get(&saved) < 0)
+        saved = g->ctx;
+    if (!braid_device_stuck() && ops->ctx_set(g->ctx) == BRAID_OK &&
+        ops->event_record(g->idle, g->stream) == BRAID_OK) {
+        for (double end = braid_now() + wait_s;;) {
+            if (g->released)   /* a peer's late post may block a wait again */
+                braid_gpu_release(g);
+            braid_status_t st = ops->event_query(g->idle);
+            idle = st == BRAID_OK;
+            others = braid_gpu_busy(g) || braid_device_exec_busy();
+            if ((st != BRAID_INPROGRESS && !others) || braid_device_stuck() ||
+                braid_now() >= end)
+                break;
+            struct timespec ts = { 0, 1000000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    idle = idle && !others && !braid_device_stuck();
+    void *ctx = g->ctx;
+    if (idle)
+        gpu_free(g);   /* in its own context */
+    if (saved != ctx)
+        ops->ctx_set(saved);
+    if (idle)
+        return 0;
+    gpu_unlist(g);
+    braid_device_set_stuck();
+    BRAID_WARN("%s device %d: work braid queued has not finished: the GPU engine of rank %d "
+               "leaves its stream and memory in place (freeing them would wait for it)",
+               ops->name, g->ordinal, g->rank);
+    return 1;
+}
+
+/* ---- lowering -------------------------------------------------------------------------- */
+
+/* Scratch for the ops: one buffer serves them all (the stream runs them one after
+ * another); a larger one is made here, on the calling thread, before anything is queued. */
+static braid_status_t gpu_scratch(braid_gpu_t *g, braid_op_t *const *ops, int n)
+{
+    size_t want = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i]->sched.scratch_bytes > want)
+            want = ops[i]->sched.scratch_bytes;
+    if (want > g->scratch_bytes) {
+        void *p, **r = realloc(g->retired, (size_t)(g->nretired + 1) * sizeof(*r));
+        if (r == NULL)
+            return braid_err(BRAID_ERR_NOMEM, "out of memory for the GPU engine's scratch");
+        g->retired = r;
+        BRAID_CHECK(g->ops->mem_alloc(want, &p));
+        BRAID_INFO(BRAID_SUB_PROXY, "device %d: a %zu-byte scratch buffer made for a call",
+                   g->ordinal, want);
+        if (g->scratch != NULL)   /* the stream may still use it: kept, not freed */
+            g->retired[g->nretired++] = g->scratch;
+        g->scratch = p;
+        g->scratch_bytes = want;
+    }
+    for (int i = 0; i < n; i++)
+        ops[i]->bufs[BRAID_BUF_SCRATCH] = ops[i]->sched.scratch_bytes ? g->scratch : NULL;
+    return BRAID_OK;
+}
+
+/* The engine's stream waits for each caller's stream (one event per stream, kept: a wait
+ * holds the record it was queued after). */
+static braid_status_t gpu_join_in(braid_gpu_t *g, braid_op_t *const *ops, int n,
+                                  braid_gpu_job_t *job)
+{
+    const braid_device_ops_t *d = g->ops;
+    job->nstreams = 0;
+    for (int i = 0; i < n; i++) {
+        void *s = ops[i]->stream;
+        int seen = 0, j;
+        for (j = 0; j < job->nstreams; j++)
+            seen |= job->streams[j] == s;
+        if (seen)
+            continue;
+        if (job->nstreams == BRAID_GPU_MAX_STREAMS)
+            return braid_err(BRAID_ERR_USAGE, "a group uses more than %d streams on one "
+                             "communicator", BRAID_GPU_MAX_STREAMS);
+        job->streams[job->nstreams++] = s;
+        for (j = 0; j < g->njoins && g->joins[j].stream != s; j++)
+            ;
+        if (j == g->njoins) {   /* a new stream: an event of its own, or the oldest's */
+            if (g->njoins < BRAID_GPU_MAX_STREAMS)
+                BRAID_CHECK(d->event_create(&g->joins[g->njoins++].event));
+            j = j < BRAID_GPU_MAX_STREAMS ? j : 0;
+            g->joins[j].stream = s;
+        }
+        BRAID_CHECK(d->event_record(g->joins[j].event, s));
+        BRAID_CHECK(d->stream_wait_event(g->stream, g->joins[j].event));
+    }
+    return BRAID_OK;
+}
+
+static char *ref_ptr(const braid_op_t *op, braid_ref_t r, size_t off)
+{
+    return r.buf == BRAID_BUF_NONE ? NULL : (char *)op->bufs[r.buf] + r.off + off;
+}
+
+static braid_mem_op_t mark_op(braid_gpu_t *g)
+{
+    return (braid_mem_op_t){ .addr = word_dev(g, W_PROGRESS), .value = ++g->mark,
+                             .write = 1 };
+}
+
+/* Queue the posts held back and `more` (n of them) in one batch. */
+static braid_status_t gpu_flush(braid_gpu_t *g, const braid_mem_op_t *more, int n)
+{
+    braid_mem_op_t b[BRAID_MEM_OPS_MAX];
+    int nb = g->nheld;
+    memcpy(b, g->held, (size_t)nb * sizeof(*b));
+    memcpy(b + nb, more, (size_t)n * sizeof(*b));
+    g->nheld = 0;
+    return nb + n > 0 ? g->ops->stream_mem_ops(g->stream, b, nb + n) : BRAID_OK;
+}
+
+/* One slice-step: its waits (after the last step's posts, in one batch), its kernel; its
+ * own posts are held for the next batch. */
+static braid_status_t gpu_item(braid_gpu_t *g, braid_op_t *op, const braid_step_t *st,
+                               size_t off, size_t len)
+{
+    braid_dconn_t *rc = st->recv_peer >= 0 ? g->recv[st->recv_peer] : NULL;
+    braid_dconn_t *sc = st->send_peer >= 0 ? g->send[st->send_peer] : NULL;
+    braid_mem_op_t pre[3], post[3];
+    int npre = 0, npost = 0;
+    const char *in = NULL;
+    char *out = NULL;
+    if (rc != NULL) {
+        uint32_t k = rc->msgs++;
+        in = rc->slots + (size_t)(k % rc->nslots) * rc->slot_size;
+        pre[npre++] = (braid_mem_op_t){ .addr = rc->wait, .value = k + 1 };
+        post[npost++] = (braid_mem_op_t){ .addr = rc->post, .value = k + 1, .write = 1 };
+    }
+    if (sc != NULL) {
+        uint32_t k = sc->msgs++;
+        out = sc->slots + (size_t)(k % sc->nslots) * sc->slot_size;
+        pre[npre++] = (braid_mem_op_t){ .addr = sc->wait, .value = k + 1 - sc->nslots };
+        post[npost++] = (braid_mem_op_t){ .addr = sc->post, .value = k + 1, .write = 1 };
+    }
+    if (npre > 0)
+        pre[npre++] = mark_op(g);
+    BRAID_CHECK(gpu_flush(g, pre, npre));
+    char *dst = ref_ptr(op, st->dst, off);
+    const char *src = ref_ptr(op, st->src, off);
+    if ((out != NULL && (in != NULL || src != NULL)) || dst != NULL) {   /* else a token */
+        braid_dev_slice_kernel_t k = {
+            .in = in, .src = src, .out = { dst != NULL ? dst : out, dst != NULL ? out : NULL },
+            .bytes = len, .count = len / op->sched.align, .dtype = op->dtype,
+            .op = op->redop.kind,
+            .reduce = (st->flags & BRAID_STEP_REDUCE) && in != NULL && src != NULL,
+            .premul = op->redop.scalar_dev == NULL ? braid_step_pre(op, st) : NULL,
+            .premul_dev = braid_step_pre(op, st) != NULL ? op->redop.scalar_dev : NULL,
+            .postdiv = (st->flags & BRAID_STEP_FINAL) ? op->redop.postdiv : 0,
+        };
+        BRAID_CHECK(braid_dev_kernels_slice(g->k, &k, g->stream));
+    }
+    post[npost++] = mark_op(g);
+    memcpy(g->held, post, (size_t)npost * sizeof(*post));
+    g->nheld = npost;
+    return BRAID_OK;
+}
+
+static braid_status_t gpu_lower(braid_gpu_t *g, braid_op_t *const *ops, int n)
+{
+    braid_lower_pos_t pos_inline[8], *pos = pos_inline;
+    braid_lower_t l;
+    braid_lower_item_t it;
+    if (n > 8 && (pos = malloc((size_t)n * sizeof(*pos))) == NULL)
+        return braid_err(BRAID_ERR_NOMEM, "out of memory lowering a group of %d calls", n);
+    braid_status_t st = braid_lower_begin(&l, ops, n, pos);
+    while (st == BRAID_OK && braid_lower_next(&l, &it))
+        st = gpu_item(g, ops[it.op], &ops[it.op]->sched.steps[it.step], it.off, it.len);
+    braid_lower_end(&l);
+    if (pos != pos_inline)
+        free(pos);
+    return st;
+}
+
+braid_status_t braid_gpu_submit(braid_gpu_t *g, braid_op_t *const *ops, int n,
+                                braid_gpu_job_t *job)
+{
+    void *saved = NULL;
+    const braid_device_ops_t *d = g->ops;
+    BRAID_CHECK(d->ctx_get(&saved));
+    if (saved != g->ctx)
+        BRAID_CHECK(d->ctx_set(g->ctx));
+    g->nheld = 0;
+    braid_status_t st = gpu_scratch(g, ops, n);
+    if (st == BRAID_OK)
+        st = gpu_join_in(g, ops, n, job);
+    if (st == BRAID_OK) {
+        braid_mem_op_t start = mark_op(g);
+        job->mark0 = start.value;
+        st = d->stream_mem_ops(g->stream, &start, 1);
+    }
+    if (st == BRAID_OK)
+        st = gpu_lower(g, ops, n);
+    if (st == BRAID_OK) {
+        job->target = g->issued + 1;
+        __atomic_store_n(&g->issued, job->target, __ATOMIC_RELEASE);
+        braid_mem_op_t end[2] = {
+            { .addr = word_dev(g, W_DONE), .value = job->target, .write = 1 },
+            { .addr = word_dev(g, W_RELEASE), .value = job->target, .write = 1 },
+        };
+        st = gpu_flush(g, end, 2);
+    }
+    if (saved != g->ctx)
+        d->ctx_set(saved);
+    return st;
+}
+
+braid_status_t braid_gpu_join(braid_gpu_t *g, const braid_gpu_job_t *job)
+{
+    for (int i = 0; i < job->nstreams; i++)
+        BRAID_CHECK(g->ops->stream_wait_word(job->streams[i], &g->words[W_RELEASE],
+                                             job->target));
+    return BRAID_OK;
+}
+
+/* ---- where a job stands, and the release after a failure ------------------------------- */
+
+void braid_gpu_where(const braid_gpu_t *g, braid_op_t *const *ops, int n,
+                     const braid_gpu_job_t *job, braid_gpu_where_t *w)
+{
+    int32_t past = (int32_t)(braid_gpu_progress(g) - job->mark0);
+    *w = (braid_gpu_where_t){ .started = past >= 0, .op = -1, .step = -1, .peer = -1 };
+    if (past < 0)
+        return;
+    braid_lower_pos_t pos_inline[8], *pos = n > 8 ? malloc((size_t)n * sizeof(*pos))
+                                                  : pos_inline;
+    braid_lower_t l;
+    braid_lower_item_t it;
+    if (pos == NULL)
+        return;
+    /* the marks after the start: a slice-step's waits passed (where it has waits), then
+     * its kernel and posts done */
+    int32_t mark = 0;
+    if (braid_lower_begin(&l, ops, n, pos) == BRAID_OK)
+        while (braid_lower_next(&l, &it)) {
+            const braid_step_t *st = &ops[it.op]->sched.steps[it.step];
+            int peer = st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+            if (peer >= 0 && past == mark++)
+                w->peer = peer;
+            if (w->peer >= 0 || past == mark++) {
+                w->op = it.op;
+                w->step = it.step;
+                w->kernel = w->peer < 0;
+                break;
+            }
+        }
+    braid_lower_end(&l);
+    if (pos != pos_inline)
+        free(pos);
+}
+
+void braid_gpu_release(braid_gpu_t *g)
+{
+    braid_mem_op_t ops[BRAID_MEM_OPS_MAX];
+    int n = 0;
+    void *saved = NULL;
+    if (g->ops->ctx_get(&saved) < 0 || (saved != g->ctx && g->ops->ctx_set(g->ctx) < 0))
+        return;
+    for (int r = 0; r < g->nranks; r++) {
+        braid_dconn_t *c[2] = { g->send[r], g->recv[r] };
+        for (int i = 0; i < 2; i++) {
+            if (c[i] == NULL)
+                continue;
+            ops[n++] = (braid_mem_op_t){ .addr = c[i]->wait, .value = c[i]->msgs + GPU_POISON,
+                                         .write = 1 };
+            if (n == BRAID_MEM_OPS_MAX) {
+                g->ops->stream_mem_ops(g->side, ops, n);
+                n = 0;
+            }
+        }
+    }
+    if (n > 0)
+        g->ops->stream_mem_ops(g->side, ops, n);
+    __atomic_store_n(&g->words[W_RELEASE], g->issued, __ATOMIC_RELEASE);
+    g->released = 1;
+    if (saved != g->ctx)
+        g->ops->ctx_set(saved);
+}
