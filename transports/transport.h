@@ -102,16 +102,24 @@ static inline void braid_conn_close(braid_conn_t *c)
  * transport's, transports/p2p): message k of the connection lies in slot k % nslots of the
  * receiver's FIFO. The sender's stream waits until tail >= k + 1 - nslots (the slot is
  * free), its kernel writes the slot, and it posts head = k + 1; the receiver's stream waits
- * until head >= k + 1, its kernel reads the slot, and it posts tail = k + 1. Each counter
+ * until head >= k + 1, its kernel reads the slot, and it posts tail = k + 1. Before head,
+ * the sender writes the message's record (its call's header and its length) into slot
+ * k % nslots's place in `recs`, which the receiver's kernel compares with its own call's
+ * before it uses the slot: mismatched calls are seen at the message, as on the host's
+ * slots. Each counter
  * lives in the memory of the rank that waits on it (head the receiver's, tail the
  * sender's), so a rank can always release its own stream's waits by writing its own
  * memory, whatever its peers do. Counters compare wrap-safe: (int32_t)(counter - k) >= 0.
  */
+#define BRAID_DCONN_REC_WORDS 4     /* a message record: braid_msg_hdr_t, then the length */
+
 typedef struct braid_dconn {
     int peer;
     char *slots;            /* the FIFO (the receiver's), as this rank's kernels reach it */
     uint32_t *wait;         /* send: tail; receive: head (this rank's memory) */
     uint32_t *post;         /* send: head; receive: tail (the peer's memory, as mapped here) */
+    uint64_t *recs;         /* the FIFO's message records, BRAID_DCONN_REC_WORDS per slot
+                             * (the receiver's memory) */
     uint32_t nslots;
     size_t slot_size;
     uint32_t msgs;          /* messages queued on the connection so far (the GPU engine's,

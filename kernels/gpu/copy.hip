@@ -6,6 +6,7 @@
 
 extern "C" __global__ void braid_k_copy(braid_kargs_t k)
 {
-    kern_copy_bytes(k.out[0], k.out[1], k.in[0], k.count);
+    if (!kern_msg_differs(k))
+        kern_copy_bytes(k.out[0], k.out[1], k.in[0], k.count);
 }
 BRAID_EMU_KERNEL(braid_k_copy)

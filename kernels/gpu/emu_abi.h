@@ -15,7 +15,7 @@
  * and reaches it through a second mapping. So before the first thread runs, the emulator
  * calls the kernel's params_to_host once per launch, on its copies of the parameters; it
  * rewrites the device addresses inside them with braid_emu_host_addr (compat/host's
- * hip_runtime.h knows which: braid_kargs_t's in[], out[] and premul_ptr).
+ * hip_runtime.h knows which: braid_kargs_t's in[], out[], premul_ptr, msg and msg_err).
  */
 #ifndef BRAID_KERNELS_GPU_EMU_ABI_H
 #define BRAID_KERNELS_GPU_EMU_ABI_H

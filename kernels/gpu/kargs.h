@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #define BRAID_KARGS_MAXIN 8
+#define BRAID_MSG_WORDS 4           /* a message record: header (24 bytes), length */
 
 typedef struct braid_kargs {
     const void *in[BRAID_KARGS_MAXIN];
@@ -50,6 +51,15 @@ typedef struct braid_kargs {
     uint32_t premul_mask;
     int32_t dtype_in;           /* braid_k_cast: in[0]'s braid_dtype_t */
     int32_t accumulate;         /* braid_k_cast: add to out[0] */
+    /* braid_k_reduce, braid_k_copy: when msg is set, the record there (device memory: the
+     * header and length its sender wrote with the message in[0] reads) must equal
+     * msg_want; else the launch writes nothing but, from its first thread, that record
+     * to msg_err[0..3] and then msg_mark to msg_err[4] (pinned host memory), and returns.
+     * A launch of braid_k_copy of no bytes only checks. */
+    const uint64_t *msg;
+    uint64_t *msg_err;
+    uint64_t msg_want[BRAID_MSG_WORDS];
+    uint64_t msg_mark;
 } braid_kargs_t;
 
 #define BRAID_KERNEL_REDUCE "braid_k_reduce"

@@ -232,6 +232,31 @@ KDEV uint64_t kern_head(uintptr_t p0, uintptr_t diff, uint64_t count, unsigned s
     return head < count ? head : count;
 }
 
+/* The message this launch reads is not the one it expects (kargs.h: msg): the launch does
+ * nothing, and its first thread says what it found at msg_err. */
+KDEV bool kern_msg_differs(const braid_kargs_t &k)
+{
+    if (k.msg == nullptr)
+        return false;
+    const volatile uint64_t *got = k.msg;
+    uint64_t w[BRAID_MSG_WORDS];
+    bool same = true;
+    for (int i = 0; i < BRAID_MSG_WORDS; i++) {
+        w[i] = got[i];
+        same = same && w[i] == k.msg_want[i];
+    }
+    if (same)
+        return false;
+    if (kern_gid() == 0) {
+        volatile uint64_t *err = k.msg_err;
+        for (int i = 0; i < BRAID_MSG_WORDS; i++)
+            err[i] = w[i];
+        __threadfence_system();
+        err[BRAID_MSG_WORDS] = k.msg_mark;
+    }
+    return true;
+}
+
 /* out0 (and out1) = in, `bytes` bytes. */
 KDEV void kern_copy_bytes(void *out0, void *out1, const void *in, uint64_t bytes)
 {

@@ -126,7 +126,7 @@ KDEV uint64_t kern_dtype_size(int32_t dt)
 
 extern "C" __global__ void braid_k_reduce(braid_kargs_t k)
 {
-    if (k.nin < 1 || k.nin > BRAID_KARGS_MAXIN || k.count == 0)
+    if (k.nin < 1 || k.nin > BRAID_KARGS_MAXIN || k.count == 0 || kern_msg_differs(k))
         return;
     if (k.nin == 1 && (k.premul_mask & 1u) == 0 && (k.postdiv <= 1 || k.dtype >= KERN_FP16)) {
         kern_copy_bytes(k.out[0], k.out[1], k.in[0], k.count * kern_dtype_size(k.dtype));

@@ -94,6 +94,29 @@ static void watch_pause(unsigned i)
     nanosleep(&ts, NULL);
 }
 
+/* A message that did not match the call that received it: named as the host engine names
+ * it, both sides. Unless a peer failed: a failed rank's released stream runs on, and may
+ * have sent it (the failure, as on the host engine, is what the others report). */
+static braid_status_t watch_mismatch(watch_t *w)
+{
+    braid_gpu_where_t where;
+    braid_msg_hdr_t got;
+    size_t got_len;
+    if (!braid_gpu_mismatch(w->g, w->ops, w->n, w->job, &where, &got, &got_len))
+        return BRAID_OK;
+    braid_op_t *op = w->ops[where.op];
+    op->step = where.step;
+    braid_status_t st = braid_comm_exec_hooks.check(w->comm, op, 1);
+    if (st == BRAID_OK)
+        st = braid_exec_msg_check(op, where.peer, &got, got_len, where.len,
+                                  where.off / op->slice);
+    if (st == BRAID_OK)   /* a record that differs from its own call's in nothing shown */
+        st = braid_err(BRAID_ERR_INTERNAL, "rank %d: a message from rank %d failed its check "
+                       "though it matches the call", w->comm->rank, where.peer);
+    braid_flight_dump(w->comm->flight, "mismatch", braid_err_last(), 0);
+    return st;
+}
+
 static braid_status_t watch_run(watch_t *w)
 {
     w->since = braid_now();
@@ -110,12 +133,13 @@ static braid_status_t watch_run(watch_t *w)
             double now = braid_now();
             if (now >= w->next_check) {
                 w->next_check = now + WATCH_CHECK_S;
+                BRAID_CHECK(watch_mismatch(w));
                 BRAID_CHECK(watch_check(w, now));
             }
         }
         watch_pause(i);
     }
-    return BRAID_OK;
+    return watch_mismatch(w);   /* its kernel wrote the mark before the job's end */
 }
 
 /* After a failure: release the engine until the job has passed on the device (a peer's

@@ -322,29 +322,31 @@ static braid_status_t cuda_stream_write_word(void *stream, uint32_t *word, uint3
     return BRAID_OK;
 }
 
-/* One operation goes as itself, several as a batch (one call into the driver). */
+/* One call into the driver for the whole batch. */
 static braid_status_t cuda_stream_mem_ops(void *stream, const braid_mem_op_t *ops, int n)
 {
+    static const struct {
+        int op;
+        unsigned int flags;
+    } kinds[] = {
+        [BRAID_MEM_WAIT] = { CU_STREAM_MEM_OP_WAIT_VALUE_32, CU_STREAM_WAIT_VALUE_GEQ },
+        [BRAID_MEM_WAIT_EQ] = { CU_STREAM_MEM_OP_WAIT_VALUE_32, CU_STREAM_WAIT_VALUE_EQ },
+        [BRAID_MEM_WRITE] = { CU_STREAM_MEM_OP_WRITE_VALUE_32, CU_STREAM_WRITE_VALUE_DEFAULT },
+        [BRAID_MEM_WRITE64] = { CU_STREAM_MEM_OP_WRITE_VALUE_64, CU_STREAM_WRITE_VALUE_DEFAULT },
+    };
     CUstreamBatchMemOpParams p[BRAID_MEM_OPS_MAX];
-    if (n == 1 && ops[0].write)
-        CU_CALL(cuStreamWriteValue32(stream, (CUdeviceptr)(uintptr_t)ops[0].addr,
-                                     ops[0].value, CU_STREAM_WRITE_VALUE_DEFAULT));
-    else if (n == 1)
-        CU_CALL(cuStreamWaitValue32(stream, (CUdeviceptr)(uintptr_t)ops[0].addr, ops[0].value,
-                                    CU_STREAM_WAIT_VALUE_GEQ));
-    if (n <= 1)
-        return BRAID_OK;
-    if (n > BRAID_MEM_OPS_MAX)
-        return braid_err(BRAID_ERR_INTERNAL, "%d stream memory operations in one batch (at "
-                         "most %d)", n, BRAID_MEM_OPS_MAX);
+    if (n < 1 || n > BRAID_MEM_OPS_MAX)
+        return braid_err(BRAID_ERR_INTERNAL, "%d stream memory operations in one batch (1 "
+                         "to %d)", n, BRAID_MEM_OPS_MAX);
     memset(p, 0, (size_t)n * sizeof(*p));
     for (int i = 0; i < n; i++) {
-        p[i].operation = ops[i].write ? CU_STREAM_MEM_OP_WRITE_VALUE_32
-                                      : CU_STREAM_MEM_OP_WAIT_VALUE_32;
+        p[i].operation = kinds[ops[i].kind].op;
         p[i].waitValue.address = (CUdeviceptr)(uintptr_t)ops[i].addr;   /* same layout */
-        p[i].waitValue.value = ops[i].value;
-        p[i].waitValue.flags = ops[i].write ? CU_STREAM_WRITE_VALUE_DEFAULT
-                                            : CU_STREAM_WAIT_VALUE_GEQ;
+        if (ops[i].kind == BRAID_MEM_WRITE64)
+            p[i].waitValue.value64 = ops[i].value;
+        else
+            p[i].waitValue.value = (uint32_t)ops[i].value;
+        p[i].waitValue.flags = kinds[ops[i].kind].flags;
     }
     CU_CALL(cuStreamBatchMemOp(stream, (unsigned int)n, p, 0));
     return BRAID_OK;

@@ -40,15 +40,21 @@ typedef struct braid_ipc_handle {
 } braid_ipc_handle_t;
 
 /*
- * A stream memory operation on a 32-bit word of device memory (this device's, or a peer's
- * as mapped here: IPC-opened, or another device's with peer access): a wait, until
- * (int32_t)(*addr - value) >= 0, or a write, fenced (the stream's earlier work is visible
- * before the word changes).
+ * A stream memory operation on a word of device memory (this device's, or a peer's as
+ * mapped here: IPC-opened, or another device's with peer access), or of pinned host
+ * memory as the device reaches it:
+ *   BRAID_MEM_WAIT      until (int32_t)(*addr - value) >= 0 (32 bits)
+ *   BRAID_MEM_WAIT_EQ   until *addr == value (32 bits)
+ *   BRAID_MEM_WRITE     *addr = value (32 bits), fenced: the stream's earlier work is
+ *                       visible before the word changes
+ *   BRAID_MEM_WRITE64   the same, 64 bits (addr 8-byte aligned)
  */
+enum { BRAID_MEM_WAIT = 0, BRAID_MEM_WAIT_EQ, BRAID_MEM_WRITE, BRAID_MEM_WRITE64 };
+
 typedef struct braid_mem_op {
     void *addr;
-    uint32_t value;
-    int write;
+    uint64_t value;
+    int kind;
 } braid_mem_op_t;
 
 #define BRAID_MEM_OPS_MAX 16        /* per stream_mem_ops call */

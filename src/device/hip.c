@@ -494,11 +494,23 @@ static braid_status_t hip_stream_write_word(void *stream, uint32_t *word, uint32
 static braid_status_t hip_stream_mem_ops(void *stream, const braid_mem_op_t *ops, int n)
 {
     for (int i = 0; i < n; i++) {
-        if (ops[i].write)
-            HIP_CALL(hipStreamWriteValue32(stream, ops[i].addr, ops[i].value, 0));
-        else
-            HIP_CALL(hipStreamWaitValue32(stream, ops[i].addr, ops[i].value,
-                                          hipStreamWaitValueGte, hipStreamWaitMaskAll));
+        void *a = ops[i].addr;
+        uint32_t v = (uint32_t)ops[i].value;
+        switch (ops[i].kind) {
+        case BRAID_MEM_WAIT:
+            HIP_CALL(hipStreamWaitValue32(stream, a, v, hipStreamWaitValueGte,
+                                          hipStreamWaitMaskAll));
+            break;
+        case BRAID_MEM_WAIT_EQ:
+            HIP_CALL(hipStreamWaitValue32(stream, a, v, hipStreamWaitValueEq,
+                                          hipStreamWaitMaskAll));
+            break;
+        case BRAID_MEM_WRITE:
+            HIP_CALL(hipStreamWriteValue32(stream, a, v, 0));
+            break;
+        default:
+            HIP_CALL(hipStreamWriteValue64(stream, a, ops[i].value, 0));
+        }
     }
     return BRAID_OK;
 }

@@ -88,6 +88,7 @@ enum { hipDeviceAttributeMultiprocessorCount = 63 };   /* same value in 5.x and 
 #define hipHostRegisterMapped 0x2
 #define hipMemcpyDefault 4
 #define hipStreamWaitValueGte 0x0        /* waits until (*ptr & mask) >= value */
+#define hipStreamWaitValueEq 0x1         /* waits until (*ptr & mask) == value */
 #define hipStreamWaitMaskAll 0xffffffffu
 enum { hipStreamCaptureStatusNone = 0 };
 /* hipIpcOpenMemHandle's one flag: 0 in ROCm 5.x (whose runtime rejects any other value),
@@ -129,6 +130,8 @@ enum { hipStreamCaptureStatusNone = 0 };
       (hipStream_t stream, void *p, uint32_t value, unsigned int flags, uint32_t mask)) \
     X(hipStreamWriteValue32, hipError_t, \
       (hipStream_t stream, void *p, uint32_t value, unsigned int flags)) \
+    X(hipStreamWriteValue64, hipError_t, \
+      (hipStream_t stream, void *p, uint64_t value, unsigned int flags)) \
     X(hipEventCreateWithFlags, hipError_t, (hipEvent_t *ev, unsigned int flags)) \
     X(hipEventDestroy, hipError_t, (hipEvent_t ev)) \
     X(hipEventRecord, hipError_t, (hipEvent_t ev, hipStream_t stream)) \

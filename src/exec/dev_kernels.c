@@ -96,6 +96,26 @@ braid_status_t braid_dev_kernels_launch(void *fn, void *kargs, size_t kargs_byte
     return braid_device()->launch(fn, (unsigned)grid, DEV_BLOCK, kargs, kargs_bytes, stream);
 }
 
+/* The message check of kargs.h, where s asks for one. */
+static void msg_args(const braid_dev_slice_kernel_t *s, braid_kargs_t *a)
+{
+    if (s->msg == NULL)
+        return;
+    a->msg = s->msg;
+    a->msg_err = s->msg_err;
+    memcpy(a->msg_want, s->msg_want, sizeof(a->msg_want));
+    a->msg_mark = s->msg_mark;
+}
+
+braid_status_t braid_dev_kernels_check(const braid_dev_kernels_t *k,
+                                       const braid_dev_slice_kernel_t *s, void *stream)
+{
+    braid_kargs_t a;
+    memset(&a, 0, sizeof(a));
+    msg_args(s, &a);
+    return braid_dev_kernels_launch(k->copy, &a, sizeof(a), 1, stream);
+}
+
 /* The kernel that computes the slice's value from in and src into out[]. Nothing to do
  * when the value is src itself, already in place. */
 braid_status_t braid_dev_kernels_slice(const braid_dev_kernels_t *k,
@@ -109,6 +129,7 @@ braid_status_t braid_dev_kernels_slice(const braid_dev_kernels_t *k,
     a.op = s->op;
     a.postdiv = s->postdiv;
     a.premul_ptr = s->premul_dev;
+    msg_args(s, &a);
     if (s->premul != NULL)
         memcpy(&a.premul, s->premul, sizeof(a.premul));
     int pre = s->premul != NULL || s->premul_dev != NULL;

@@ -40,10 +40,18 @@ typedef struct braid_dev_slice_kernel {
     const void *premul;              /* braid_scalar_t applied to src, or NULL */
     const void *premul_dev;          /* or the dtype value there, in device memory */
     uint64_t postdiv;
+    const uint64_t *msg;             /* in's message record, to check (kargs.h), or NULL */
+    uint64_t *msg_err;
+    const uint64_t *msg_want;        /* BRAID_MSG_WORDS */
+    uint64_t msg_mark;
 } braid_dev_slice_kernel_t;
 
 /* Queue the slice's kernel on stream (nothing when the value is src, already in place). */
 braid_status_t braid_dev_kernels_slice(const braid_dev_kernels_t *k,
+                                       const braid_dev_slice_kernel_t *s, void *stream);
+/* Queue a check of a message's record alone (a received message nothing reads: a root
+ * token, a drop): a braid_k_copy of no bytes. */
+braid_status_t braid_dev_kernels_check(const braid_dev_kernels_t *k,
                                        const braid_dev_slice_kernel_t *s, void *stream);
 /* Queue kernel fn over `units` work items (grid-stride: any size is done whole). */
 braid_status_t braid_dev_kernels_launch(void *fn, void *kargs, size_t kargs_bytes,

@@ -311,6 +311,20 @@ static braid_status_t tokens_take(braid_op_t *op, const braid_step_t *st, braid_
     return BRAID_OK;
 }
 
+braid_status_t braid_exec_msg_check(const braid_op_t *op, int peer, const braid_msg_hdr_t *hdr,
+                                    size_t rlen, size_t len, size_t slice)
+{
+    if (!hdr_equal(hdr, &op->expect))
+        return hdr_mismatch(op, peer, hdr);
+    if (rlen != len)
+        return braid_err(BRAID_ERR_USAGE,
+                         "rank %d sent %zu bytes where rank %d expects %zu (slice %zu of "
+                         "%s #%llu): mismatched counts or datatypes", peer, rlen, op->rank,
+                         len, slice, braid_coll_name((braid_coll_kind_t)op->expect.kind),
+                         (unsigned long long)op->expect.seq);
+    return BRAID_OK;
+}
+
 braid_status_t braid_exec_call_differs(const braid_op_t *op, int peer,
                                        const braid_msg_hdr_t *theirs)
 {
@@ -442,15 +456,7 @@ static braid_status_t step_slice(braid_op_t *op, const braid_step_t *st)
         braid_status_t s = braid_conn_recv_slot(rc, &in, &rlen, &hdr);
         if (s != BRAID_OK)
             return s;
-        if (!hdr_equal(&hdr, &op->expect))
-            return hdr_mismatch(op, st->recv_peer, &hdr);
-        if (rlen != len)
-            return braid_err(BRAID_ERR_USAGE,
-                             "rank %d sent %zu bytes where rank %d expects %zu (slice %zu of "
-                             "%s #%llu): mismatched counts or datatypes",
-                             st->recv_peer, rlen, op->rank, len, op->iter,
-                             braid_coll_name((braid_coll_kind_t)op->expect.kind),
-                             (unsigned long long)op->expect.seq);
+        BRAID_CHECK(braid_exec_msg_check(op, st->recv_peer, &hdr, rlen, len, op->iter));
     }
     if (st->send_peer >= 0) {
         sc = op->send_conns[st->send_peer];

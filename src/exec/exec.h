@@ -137,6 +137,11 @@ void braid_op_clear(braid_op_t *op);
 braid_status_t braid_exec_call_differs(const braid_op_t *op, int peer,
                                        const braid_msg_hdr_t *theirs);
 
+/* A message from peer (its sender's header, rlen bytes), received as slice `slice` of len
+ * bytes of this op: BRAID_OK, or the mismatch error naming both sides. */
+braid_status_t braid_exec_msg_check(const braid_op_t *op, int peer, const braid_msg_hdr_t *hdr,
+                                    size_t rlen, size_t len, size_t slice);
+
 /* Take this op's turn on each connection it uses (in call order), allocate scratch. */
 braid_status_t braid_op_start(braid_op_t *op);
 /* BRAID_OK once complete, BRAID_INPROGRESS while waiting, or an error. On completion the

@@ -21,6 +21,7 @@
  * before its kernel.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,9 +33,25 @@
 #include "exec/dev_slice.h"
 #include "exec/gpu.h"
 #include "exec/lower.h"
+#include "kernels/gpu/kargs.h"
 
 #define GPU_POISON (1u << 30)       /* past every message a wait can name */
-#define GPU_WORDS 4                 /* pinned: done, release, progress, spare */
+/* A slice-step's posts: the receive's tail, the send's record and head, the mark; held
+ * for the next batch, with the next step's waits (3) or the job's end (3). */
+#define GPU_POSTS (2 + BRAID_DCONN_REC_WORDS + 1)
+_Static_assert(GPU_POSTS + 3 <= BRAID_MEM_OPS_MAX, "a batch of posts and waits");
+
+/* What the stream writes and the host reads, in pinned memory: jobs done, the word the
+ * callers' streams wait for (the host writes it too, after a failure), the progress mark,
+ * and a mismatched message's record then (its step's mark << 32) | 1 (the host clears
+ * the last word once it has seen it; the stream waits for that at the job's end). */
+typedef struct gpu_words {
+    uint32_t done, release, progress, pad;
+    uint64_t bad[BRAID_MSG_WORDS + 1];
+} gpu_words_t;
+
+_Static_assert(BRAID_MSG_WORDS == BRAID_DCONN_REC_WORDS, "a message record, both ways");
+_Static_assert(sizeof(braid_msg_hdr_t) == 3 * sizeof(uint64_t), "a record's header words");
 
 /* A caller's stream and the event that joins the engine's stream to it. */
 typedef struct gpu_join {
@@ -51,12 +68,12 @@ struct braid_gpu {
     void *idle;                     /* recorded by destroy, to wait for the stream */
     braid_dev_kernels_t *k;
     braid_dconn_t **send, **recv;   /* [nranks] */
-    uint32_t *words;                /* pinned: done, release, progress */
+    gpu_words_t *words;             /* pinned */
     char *words_dev;                /* the same, as the device reaches them */
     uint32_t issued;                /* the last target handed out */
     int released;                   /* braid_gpu_release was called: it failed */
     uint32_t mark;                  /* the last progress mark queued */
-    braid_mem_op_t held[4];         /* the last slice-step's posts, not queued yet */
+    braid_mem_op_t held[GPU_POSTS]; /* the last slice-step's posts, not queued yet */
     int nheld;
     gpu_join_t joins[BRAID_GPU_MAX_STREAMS];
     int njoins;
@@ -66,17 +83,23 @@ struct braid_gpu {
     int nretired;
 };
 
-enum { W_DONE = 0, W_RELEASE = 1, W_PROGRESS = 2 };
 
 /* Every engine of the process: freeing device memory waits for the whole device, so one
  * engine frees its memory only while no other has work in flight. */
 static pthread_mutex_t gpus_lock = PTHREAD_MUTEX_INITIALIZER;
 static braid_gpu_t *gpus;
 
-static void *word_dev(const braid_gpu_t *g, int w)
+/* Where the device reaches field `off` of the pinned words. */
+static void *word_dev(const braid_gpu_t *g, size_t off)
 {
-    return g->words_dev + (size_t)w * sizeof(uint32_t);
+    return g->words_dev + off;
 }
+
+#define W_DONE offsetof(gpu_words_t, done)
+#define W_RELEASE offsetof(gpu_words_t, release)
+#define W_PROGRESS offsetof(gpu_words_t, progress)
+#define W_BAD offsetof(gpu_words_t, bad)
+#define W_BAD_MARK (W_BAD + BRAID_MSG_WORDS * sizeof(uint64_t))
 
 static int gpu_in_flight(const braid_gpu_t *g)
 {
@@ -119,8 +142,8 @@ size_t braid_gpu_slice(const braid_gpu_t *g)
 static braid_status_t gpu_words(braid_gpu_t *g)
 {
     braid_ptr_info_t info;
-    BRAID_CHECK(g->ops->host_alloc(GPU_WORDS * sizeof(uint32_t), (void **)&g->words));
-    memset(g->words, 0, GPU_WORDS * sizeof(uint32_t));
+    BRAID_CHECK(g->ops->host_alloc(sizeof(gpu_words_t), (void **)&g->words));
+    memset(g->words, 0, sizeof(gpu_words_t));
     BRAID_CHECK(g->ops->ptr_info(g->words, &info));
     if (info.kind != BRAID_MEM_PINNED || info.dptr == NULL)
         return braid_err(BRAID_ERR_DEVICE, "%s: pinned memory is not mapped for device %d",
@@ -185,12 +208,12 @@ out_free:
 
 uint32_t braid_gpu_done(const braid_gpu_t *g)
 {
-    return __atomic_load_n(&g->words[W_DONE], __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&g->words->done, __ATOMIC_ACQUIRE);
 }
 
 uint32_t braid_gpu_progress(const braid_gpu_t *g)
 {
-    return __atomic_load_n(&g->words[W_PROGRESS], __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&g->words->progress, __ATOMIC_ACQUIRE);
 }
 
 uint32_t braid_gpu_issued(const braid_gpu_t *g)
@@ -305,10 +328,19 @@ static char *ref_ptr(const braid_op_t *op, braid_ref_t r, size_t off)
     return r.buf == BRAID_BUF_NONE ? NULL : (char *)op->bufs[r.buf] + r.off + off;
 }
 
+/* A message's record: its call's header and its length (the sender writes its own call's,
+ * the receiver's kernel expects its own's). A FIFO's records start at 0: no record, as
+ * a header's kind and count make it, is all zeros. */
+static void msg_record(const braid_msg_hdr_t *h, size_t len, uint64_t rec[BRAID_MSG_WORDS])
+{
+    memcpy(rec, h, sizeof(*h));
+    rec[3] = len;
+}
+
 static braid_mem_op_t mark_op(braid_gpu_t *g)
 {
     return (braid_mem_op_t){ .addr = word_dev(g, W_PROGRESS), .value = ++g->mark,
-                             .write = 1 };
+                             .kind = BRAID_MEM_WRITE };
 }
 
 /* Queue the posts held back and `more` (n of them) in one batch. */
@@ -329,28 +361,44 @@ static braid_status_t gpu_item(braid_gpu_t *g, braid_op_t *op, const braid_step_
 {
     braid_dconn_t *rc = st->recv_peer >= 0 ? g->recv[st->recv_peer] : NULL;
     braid_dconn_t *sc = st->send_peer >= 0 ? g->send[st->send_peer] : NULL;
-    braid_mem_op_t pre[3], post[3];
+    braid_mem_op_t pre[3], post[GPU_POSTS];
     int npre = 0, npost = 0;
     const char *in = NULL;
     char *out = NULL;
+    const uint64_t *rec = NULL;
+    uint64_t want[BRAID_MSG_WORDS], sent[BRAID_MSG_WORDS];
     if (rc != NULL) {
         uint32_t k = rc->msgs++;
         in = rc->slots + (size_t)(k % rc->nslots) * rc->slot_size;
+        rec = rc->recs + (size_t)(k % rc->nslots) * BRAID_MSG_WORDS;
+        msg_record(&op->expect, len, want);
         pre[npre++] = (braid_mem_op_t){ .addr = rc->wait, .value = k + 1 };
-        post[npost++] = (braid_mem_op_t){ .addr = rc->post, .value = k + 1, .write = 1 };
+        post[npost++] = (braid_mem_op_t){ .addr = rc->post, .value = k + 1, .kind = BRAID_MEM_WRITE };
     }
     if (sc != NULL) {
         uint32_t k = sc->msgs++;
         out = sc->slots + (size_t)(k % sc->nslots) * sc->slot_size;
         pre[npre++] = (braid_mem_op_t){ .addr = sc->wait, .value = k + 1 - sc->nslots };
-        post[npost++] = (braid_mem_op_t){ .addr = sc->post, .value = k + 1, .write = 1 };
+        uint64_t *to = sc->recs + (size_t)(k % sc->nslots) * BRAID_MSG_WORDS;
+        msg_record(&op->hdr, len, sent);
+        for (int i = 0; i < BRAID_MSG_WORDS; i++)
+            post[npost++] = (braid_mem_op_t){ .addr = &to[i], .value = sent[i],
+                                              .kind = BRAID_MEM_WRITE64 };
+        post[npost++] = (braid_mem_op_t){ .addr = sc->post, .value = k + 1,
+                                          .kind = BRAID_MEM_WRITE };
     }
     if (npre > 0)
         pre[npre++] = mark_op(g);
     BRAID_CHECK(gpu_flush(g, pre, npre));
     char *dst = ref_ptr(op, st->dst, off);
     const char *src = ref_ptr(op, st->src, off);
-    if ((out != NULL && (in != NULL || src != NULL)) || dst != NULL) {   /* else a token */
+    braid_dev_slice_kernel_t check = { .msg = rec, .msg_err = word_dev(g, W_BAD),
+                                       .msg_want = want,
+                                       .msg_mark = (uint64_t)g->mark << 32 | 1 };
+    if (!(out != NULL && (in != NULL || src != NULL)) && dst == NULL) {   /* a token */
+        if (rec != NULL)
+            BRAID_CHECK(braid_dev_kernels_check(g->k, &check, g->stream));
+    } else {
         braid_dev_slice_kernel_t k = {
             .in = in, .src = src, .out = { dst != NULL ? dst : out, dst != NULL ? out : NULL },
             .bytes = len, .count = len / op->sched.align, .dtype = op->dtype,
@@ -359,6 +407,8 @@ static braid_status_t gpu_item(braid_gpu_t *g, braid_op_t *op, const braid_step_
             .premul = op->redop.scalar_dev == NULL ? braid_step_pre(op, st) : NULL,
             .premul_dev = braid_step_pre(op, st) != NULL ? op->redop.scalar_dev : NULL,
             .postdiv = (st->flags & BRAID_STEP_FINAL) ? op->redop.postdiv : 0,
+            .msg = check.msg, .msg_err = check.msg_err, .msg_want = check.msg_want,
+            .msg_mark = check.msg_mark,
         };
         BRAID_CHECK(braid_dev_kernels_slice(g->k, &k, g->stream));
     }
@@ -406,11 +456,14 @@ braid_status_t braid_gpu_submit(braid_gpu_t *g, braid_op_t *const *ops, int n,
     if (st == BRAID_OK) {
         job->target = g->issued + 1;
         __atomic_store_n(&g->issued, job->target, __ATOMIC_RELEASE);
-        braid_mem_op_t end[2] = {
-            { .addr = word_dev(g, W_DONE), .value = job->target, .write = 1 },
-            { .addr = word_dev(g, W_RELEASE), .value = job->target, .write = 1 },
+        /* a mismatched message holds the callers' streams until the watcher has seen it
+         * and failed the communicator (it clears the mark: the low word, little-endian) */
+        braid_mem_op_t end[3] = {
+            { .addr = word_dev(g, W_BAD_MARK), .value = 0, .kind = BRAID_MEM_WAIT_EQ },
+            { .addr = word_dev(g, W_DONE), .value = job->target, .kind = BRAID_MEM_WRITE },
+            { .addr = word_dev(g, W_RELEASE), .value = job->target, .kind = BRAID_MEM_WRITE },
         };
-        st = gpu_flush(g, end, 2);
+        st = gpu_flush(g, end, 3);
     }
     if (saved != g->ctx)
         d->ctx_set(saved);
@@ -420,17 +473,18 @@ braid_status_t braid_gpu_submit(braid_gpu_t *g, braid_op_t *const *ops, int n,
 braid_status_t braid_gpu_join(braid_gpu_t *g, const braid_gpu_job_t *job)
 {
     for (int i = 0; i < job->nstreams; i++)
-        BRAID_CHECK(g->ops->stream_wait_word(job->streams[i], &g->words[W_RELEASE],
+        BRAID_CHECK(g->ops->stream_wait_word(job->streams[i], &g->words->release,
                                              job->target));
     return BRAID_OK;
 }
 
 /* ---- where a job stands, and the release after a failure ------------------------------- */
 
-void braid_gpu_where(const braid_gpu_t *g, braid_op_t *const *ops, int n,
-                     const braid_gpu_job_t *job, braid_gpu_where_t *w)
+/* The slice-step of the job at progress mark `progress`. */
+static void where_at(braid_op_t *const *ops, int n, const braid_gpu_job_t *job,
+                     uint32_t progress, braid_gpu_where_t *w)
 {
-    int32_t past = (int32_t)(braid_gpu_progress(g) - job->mark0);
+    int32_t past = (int32_t)(progress - job->mark0);
     *w = (braid_gpu_where_t){ .started = past >= 0, .op = -1, .step = -1, .peer = -1 };
     if (past < 0)
         return;
@@ -452,6 +506,8 @@ void braid_gpu_where(const braid_gpu_t *g, braid_op_t *const *ops, int n,
             if (w->peer >= 0 || past == mark++) {
                 w->op = it.op;
                 w->step = it.step;
+                w->off = it.off;
+                w->len = it.len;
                 w->kernel = w->peer < 0;
                 break;
             }
@@ -459,6 +515,33 @@ void braid_gpu_where(const braid_gpu_t *g, braid_op_t *const *ops, int n,
     braid_lower_end(&l);
     if (pos != pos_inline)
         free(pos);
+}
+
+void braid_gpu_where(const braid_gpu_t *g, braid_op_t *const *ops, int n,
+                     const braid_gpu_job_t *job, braid_gpu_where_t *w)
+{
+    where_at(ops, n, job, braid_gpu_progress(g), w);
+}
+
+int braid_gpu_mismatch(const braid_gpu_t *g, braid_op_t *const *ops, int n,
+                       const braid_gpu_job_t *job, braid_gpu_where_t *w,
+                       braid_msg_hdr_t *got_p, size_t *len_p)
+{
+    uint64_t mark = __atomic_load_n(&g->words->bad[BRAID_MSG_WORDS], __ATOMIC_ACQUIRE);
+    if (mark == 0)
+        return 0;
+    where_at(ops, n, job, (uint32_t)(mark >> 32), w);
+    if (w->op < 0)
+        return 0;
+    w->peer = ops[w->op]->sched.steps[w->step].recv_peer;   /* its kernel's mark */
+    memcpy(got_p, g->words->bad, sizeof(*got_p));
+    *len_p = (size_t)g->words->bad[3];
+    return 1;
+}
+
+void braid_gpu_mismatch_seen(braid_gpu_t *g)
+{
+    __atomic_store_n(&g->words->bad[BRAID_MSG_WORDS], 0, __ATOMIC_RELEASE);
 }
 
 void braid_gpu_release(braid_gpu_t *g)
@@ -474,7 +557,7 @@ void braid_gpu_release(braid_gpu_t *g)
             if (c[i] == NULL)
                 continue;
             ops[n++] = (braid_mem_op_t){ .addr = c[i]->wait, .value = c[i]->msgs + GPU_POISON,
-                                         .write = 1 };
+                                         .kind = BRAID_MEM_WRITE };
             if (n == BRAID_MEM_OPS_MAX) {
                 g->ops->stream_mem_ops(g->side, ops, n);
                 n = 0;
@@ -483,7 +566,8 @@ void braid_gpu_release(braid_gpu_t *g)
     }
     if (n > 0)
         g->ops->stream_mem_ops(g->side, ops, n);
-    __atomic_store_n(&g->words[W_RELEASE], g->issued, __ATOMIC_RELEASE);
+    __atomic_store_n(&g->words->release, g->issued, __ATOMIC_RELEASE);
+    braid_gpu_mismatch_seen(g);   /* a job's end waits for that too */
     g->released = 1;
     if (saved != g->ctx)
         g->ops->ctx_set(saved);

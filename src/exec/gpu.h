@@ -72,6 +72,7 @@ typedef struct braid_gpu_where {
     int op, step;                   /* the slice-step it is at (op: index in the job) */
     int kernel;                     /* 1: its waits passed, its kernel has not ended */
     int peer;                       /* else: the peer whose counter it waits on, or -1 */
+    size_t off, len;                /* the slice: bytes [off, off + len) of the step */
 } braid_gpu_where_t;
 
 /* Jobs done so far (the stream's word), and the progress mark (both change while the
@@ -80,6 +81,14 @@ uint32_t braid_gpu_done(const braid_gpu_t *g);
 uint32_t braid_gpu_progress(const braid_gpu_t *g);
 void braid_gpu_where(const braid_gpu_t *g, braid_op_t *const *ops, int n,
                      const braid_gpu_job_t *job, braid_gpu_where_t *w);
+/* A message that did not match its receiver's call (its record, transport.h): 1 with *w
+ * the job's slice-step that received it (w->peer: from whom) and the header and length
+ * its sender gave it, 0 if the job met none. Such a step's kernel does nothing, and the
+ * job holds the callers' streams until braid_gpu_mismatch_seen. */
+int braid_gpu_mismatch(const braid_gpu_t *g, braid_op_t *const *ops, int n,
+                       const braid_gpu_job_t *job, braid_gpu_where_t *w,
+                       braid_msg_hdr_t *got_p, size_t *len_p);
+void braid_gpu_mismatch_seen(braid_gpu_t *g);
 /* After a failure (an abort, a dead peer, a timeout): let every wait the engine queued
  * pass (this rank's own counters set past every message queued, from a stream of its
  * own), and let the callers' streams go (the word they wait on set to the last target).

@@ -33,6 +33,11 @@
  * and says what both sides called (both values of what differs: "sum" and "max", not op
  * numbers); a rank that only sees the other give up returns ncclRemoteError. At least one
  * rank must detect it, and every rank's error names the other rank.
+ *
+ * With -d the same on device buffers of the CUDA driver (braid's emulated one in CI), on
+ * the GPU engine: a call returns at once and its result is the communicator's
+ * asynchronous error once its stream went past it (cuStreamSynchronize returns: braid
+ * releases a stream whose call failed).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +45,7 @@
 #include <sys/mman.h>
 
 #include "fault_util.h"
+#include "tests/common/cudrv.h"
 
 #define LIMIT_S 10.0
 #define BIG 4096
@@ -84,16 +90,19 @@ typedef struct mm_next {
 
 static mm_next_t *next;
 static int which, nranks;
+static int device;                  /* -d: device buffers, on the calls' stream */
+static cudrv_t cu;
+static CUstream stream;
 
 /* A group of two calls; `swap`: in the other order. */
 static ncclResult_t mm_group(int swap, ncclComm_t comm, void *s, void *d)
 {
     ncclGroupStart();
     if (swap)
-        ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, NULL);
-    ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, NULL);
+        ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, stream);
+    ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, stream);
     if (!swap)
-        ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, NULL);
+        ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, stream);
     return ncclGroupEnd();
 }
 
@@ -102,58 +111,85 @@ static ncclResult_t mm_group_count(int rank, ncclComm_t comm, void *s, void *d)
 {
     ncclResult_t r;
     ncclGroupStart();
-    ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, NULL);
+    ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, stream);
     if (rank == 0)
-        ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, NULL);
+        ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, stream);
     r = ncclGroupEnd();
     if (r == ncclSuccess && rank == 1)
-        r = ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, NULL);
+        r = ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, stream);
     return r;
 }
 
 /* Rank 0 sends `c0` floats to rank 1, which receives `c1` from it. */
 static ncclResult_t mm_p2p(int rank, ncclComm_t comm, void *s, void *d, size_t c0, size_t c1)
 {
-    return rank ? ncclRecv(d, c1, ncclFloat32, 0, comm, NULL)
-                : ncclSend(s, c0, ncclFloat32, 1, comm, NULL);
+    return rank ? ncclRecv(d, c1, ncclFloat32, 0, comm, stream)
+                : ncclSend(s, c0, ncclFloat32, 1, comm, stream);
 }
 
 static ncclResult_t mm_call(int rank, ncclComm_t comm, void *s, void *d)
 {
     switch (which) {
-    case 0: return ncclAllReduce(s, d, rank ? 2000 : 1000, ncclFloat32, ncclSum, comm, NULL);
+    case 0: return ncclAllReduce(s, d, rank ? 2000 : 1000, ncclFloat32, ncclSum, comm, stream);
     case 1:
-        return rank ? ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, NULL)
-                    : ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, NULL);
+        return rank ? ncclBroadcast(s, d, 1000, ncclFloat32, 0, comm, stream)
+                    : ncclAllReduce(s, d, 1000, ncclFloat32, ncclSum, comm, stream);
     case 2:
-        return ncclAllReduce(s, d, 1000, rank ? ncclInt32 : ncclFloat32, ncclSum, comm, NULL);
-    case 3: return ncclAllReduce(s, d, 1000, ncclFloat32, rank ? ncclMax : ncclSum, comm, NULL);
-    case 4: return ncclBroadcast(s, d, 1000, ncclFloat32, rank, comm, NULL);
-    case 5: return ncclBroadcast(s, d, 1000, ncclFloat32, 1 - rank, comm, NULL);
-    case 6: return ncclReduce(s, d, 1000, ncclFloat32, ncclSum, rank, comm, NULL);
-    case 7: return ncclReduce(s, d, 1000, ncclFloat32, ncclSum, 1 - rank, comm, NULL);
-    case 8: return ncclGather(s, d, 1000, ncclFloat32, rank, comm, NULL);
-    case 9: return ncclScatter(s, d, 1000, ncclFloat32, rank, comm, NULL);
+        return ncclAllReduce(s, d, 1000, rank ? ncclInt32 : ncclFloat32, ncclSum, comm, stream);
+    case 3: return ncclAllReduce(s, d, 1000, ncclFloat32, rank ? ncclMax : ncclSum, comm, stream);
+    case 4: return ncclBroadcast(s, d, 1000, ncclFloat32, rank, comm, stream);
+    case 5: return ncclBroadcast(s, d, 1000, ncclFloat32, 1 - rank, comm, stream);
+    case 6: return ncclReduce(s, d, 1000, ncclFloat32, ncclSum, rank, comm, stream);
+    case 7: return ncclReduce(s, d, 1000, ncclFloat32, ncclSum, 1 - rank, comm, stream);
+    case 8: return ncclGather(s, d, 1000, ncclFloat32, rank, comm, stream);
+    case 9: return ncclScatter(s, d, 1000, ncclFloat32, rank, comm, stream);
     case 10: return mm_group(rank, comm, s, d);
     case 11: return mm_group_count(rank, comm, s, d);
     case 12: return mm_p2p(rank, comm, s, d, 100, 200);
     case 13: return mm_p2p(rank, comm, s, d, 200, 100);
-    case 14: return ncclReduce(s, d, 1000, ncclFloat32, ncclSum, (rank + 1) % 3, comm, NULL);
-    case 15: return ncclBroadcast(s, d, 1000, ncclFloat32, rank, comm, NULL);
-    default: return ncclBroadcast(s, d, 1000, ncclFloat32, (rank + 1) % 3, comm, NULL);
+    case 14: return ncclReduce(s, d, 1000, ncclFloat32, ncclSum, (rank + 1) % 3, comm, stream);
+    case 15: return ncclBroadcast(s, d, 1000, ncclFloat32, rank, comm, stream);
+    default: return ncclBroadcast(s, d, 1000, ncclFloat32, (rank + 1) % 3, comm, stream);
     }
+}
+
+/* A buffer of BIG doubles' bytes, zeroed: host memory, or device memory with -d. */
+static void *buf_new(void)
+{
+    CUdeviceptr p;
+    if (!device)
+        return calloc(BIG, 8);
+    CUDRV(cu.alloc(&p, BIG * 8));
+    CUDRV(cu.memset8(p, 0, BIG * 8, stream));
+    return (void *)(uintptr_t)p;
+}
+
+/* A call's result: with -d, once its stream went past it, the communicator's error. */
+static ncclResult_t call_result(ncclComm_t comm, ncclResult_t r)
+{
+    ncclResult_t async = ncclSuccess;
+    if (!device || r != ncclSuccess)
+        return r;
+    CUDRV(cu.stream_sync(stream));
+    ncclCommGetAsyncError(comm, &async);
+    return async;
 }
 
 static int rank_main(int rank, int n)
 {
+    if (device) {
+        cudrv_load(&cu);
+        CUDRV(cu.stream_create(&stream, CU_STREAM_NON_BLOCKING));
+    }
     ncclComm_t comm = ft_comm_init(rank, n);
-    void *s = calloc(BIG, 8), *d = calloc(BIG, 8);
+    void *s = buf_new(), *d = buf_new();
     double t0 = ft_now();
-    ncclResult_t r = mm_call(rank, comm, s, d);
+    ncclResult_t r = call_result(comm, mm_call(rank, comm, s, d));
     ft_record(rank, r, ft_now() - t0);
     if (r == ncclSuccess) {   /* undetected here: the next call must fail, not hang */
         t0 = ft_now();
-        next->result[rank] = ncclAllReduce(s, d, 10, ncclFloat32, ncclSum, comm, NULL);
+        next->result[rank] = call_result(comm, ncclAllReduce(s, d, 10, ncclFloat32, ncclSum,
+                                                             comm, stream));
         next->elapsed[rank] = ft_now() - t0;
         snprintf(next->text[rank], FT_TEXT, "%s", ncclGetLastError(NULL));
         next->ran[rank] = 1;
@@ -163,8 +199,10 @@ static int rank_main(int rank, int n)
         while (ft_sh->flag[r] == 0)
             ft_sleep(0.005);
     ncclCommAbort(comm);
-    free(s);
-    free(d);
+    if (!device) {   /* device memory goes with the process (a free waits for the device) */
+        free(s);
+        free(d);
+    }
     return 0;
 }
 
@@ -223,10 +261,11 @@ static void check_case(const mm_case_t *c, const int *status)
                 c->name, c->word0, c->word1);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     int status[MM_MAXN], ncases = 0;
     ft_name = "mismatch";
+    device = argc > 1 && strcmp(argv[1], "-d") == 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
     next = mmap(NULL, sizeof(*next), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
                 0);

@@ -10,7 +10,8 @@
 # processes and 4 ranks of one thread; then the failure cases (tests/fault/device_fault.c:
 # abort, asynchronous error, mixed buffers, finalize; tests/fault/device_stall.c: a late
 # rank, a stream and a kernel that never finish, abort meanwhile, on both engines;
-# tests/fault/device_kill.c: a rank killed in the middle of a device all-reduce). A program
+# tests/fault/device_kill.c: a rank killed in the middle of a device all-reduce;
+# tests/fault/mismatch.c -d: ranks whose device calls differ, on both engines). A program
 # built against NVIDIA's headers is test_nv_client.sh's.
 # Every step runs the emulator in its strict mode (BRAID_EMU_STRICT=1, as unforgiving as a
 # real driver: its lock, the legacy stream, time slices, lazy loads, device memory the host
@@ -29,7 +30,8 @@ check=$build/tests/integration/coll_check
 fault=$build/tests/fault/device_fault
 stall=$build/tests/fault/device_stall
 kill=$build/tests/fault/device_kill
-for f in "$emu/libcuda.so.1" "$check" "$fault" "$stall" "$kill"; do
+mismatch=$build/tests/fault/mismatch
+for f in "$emu/libcuda.so.1" "$check" "$fault" "$stall" "$kill" "$mismatch"; do
     [ -e "$f" ] || { echo "test_device.sh: $f is not built" >&2; exit 99; }
 done
 export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -105,4 +107,7 @@ run "device_stall: a late rank, a stream and a kernel that never finish, abort m
 run "device_stall on the host engine (BRAID_P2P=0)" 300 env BRAID_P2P=0 "$stall"
 # its own watchdog: 120 s
 run "device_kill: a rank killed in the middle of a device all-reduce" 180 "$kill"
+# each case bounded by the program itself (25 s)
+run "mismatch -d: device calls that differ between ranks" 300 "$mismatch" -d
+run "mismatch -d on the host engine (BRAID_P2P=0)" 300 env BRAID_P2P=0 "$mismatch" -d
 exit $fail

@@ -14,6 +14,8 @@
  * must stay untouched. braid_k_cast against braid_kern_cast: every pair of float types, with
  * and without a scale and an accumulation, in place where the sizes allow, from every code
  * of fp8, fp16 and bf16 and from random, special and full-mantissa fp32 and fp64 values.
+ * The message check of braid_k_copy and braid_k_reduce (kargs.h: msg): a record that
+ * differs in any word stops the launch and is reported with its mark.
  * It also checks the image table (images.h) against configure's choices: the "emu" image,
  * a fatbin when nvcc was used, a code-object bundle for hipcc.
  */
@@ -541,6 +543,46 @@ static void test_reduce_nothing(void **state)
     assert_memory_equal(o, zero, sizeof(o));
 }
 
+/* The message check (kargs.h: msg): a record that matches lets braid_k_copy and
+ * braid_k_reduce run; one that differs in any word makes them write nothing but, once,
+ * the record found and the mark. A copy of no bytes only checks. */
+static void test_msg_check(void **state)
+{
+    uint64_t rec[BRAID_MSG_WORDS] = { 7, 1000, 0x2030405, 4000 };
+    uint64_t err[BRAID_MSG_WORDS + 1];
+    float in[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, out[8];
+    static const char *const kernels[] = { BRAID_KERNEL_COPY, BRAID_KERNEL_REDUCE };
+    (void)state;
+    for (int kn = 0; kn < 2; kn++)
+        for (int w = -1; w < BRAID_MSG_WORDS; w++) {   /* -1: all match; else word w differs */
+            braid_kargs_t k;
+            memset(&k, 0, sizeof(k));
+            memset(out, 0, sizeof(out));
+            memset(err, 0, sizeof(err));
+            k.in[0] = in;
+            k.out[0] = out;
+            k.count = kn == 0 ? sizeof(in) : 8;
+            k.nin = 1;
+            k.dtype = BRAID_FP32;
+            k.msg = rec;
+            k.msg_err = err;
+            memcpy(k.msg_want, rec, sizeof(rec));
+            if (w >= 0)
+                k.msg_want[w] ^= 1u << w;
+            k.msg_mark = 0x500000001ull;
+            launch(kernels[kn], grids[4], k);
+            if (w < 0) {
+                assert_memory_equal(out, in, sizeof(in));
+                assert_int_equal(err[BRAID_MSG_WORDS], 0);
+            } else {
+                static const float zero[8];
+                assert_memory_equal(out, zero, sizeof(out));
+                assert_memory_equal(err, rec, sizeof(rec));
+                assert_int_equal(err[BRAID_MSG_WORDS], 0x500000001ull);
+            }
+        }
+}
+
 /* braid_k_copy: any sizes and byte offsets, one or two outputs. */
 static void test_copy(void **state)
 {
@@ -839,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_images),
         cmocka_unit_test(test_reduce_nothing),
         cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_msg_check),
         cmocka_unit_test(test_reduce_pairs),
         cmocka_unit_test(test_reduce_all),
         cmocka_unit_test(test_cast_nothing),

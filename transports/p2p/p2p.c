@@ -57,9 +57,17 @@ typedef struct braid_p2p {
     braid_dconn_t **send, **recv;   /* [nranks]: the context's tables */
 } braid_p2p_t;
 
-static size_t counters_bytes(int nlocal)
+/* One FIFO's message records, in whole lines. */
+static size_t recs_bytes(uint32_t nslots)
 {
-    return 2 * (size_t)nlocal * P2P_LINE;
+    size_t b = (size_t)nslots * BRAID_DCONN_REC_WORDS * sizeof(uint64_t);
+    return (b + P2P_LINE - 1) / P2P_LINE * P2P_LINE;
+}
+
+/* Counters and records: what setup zeroes. */
+static size_t counters_bytes(int nlocal, uint32_t nslots)
+{
+    return 2 * (size_t)nlocal * P2P_LINE + (size_t)nlocal * recs_bytes(nslots);
 }
 
 static uint32_t *head_of(char *arena, int from)
@@ -72,9 +80,16 @@ static uint32_t *tail_of(char *arena, int nlocal, int to)
     return (uint32_t *)(arena + ((size_t)nlocal + (size_t)to) * P2P_LINE);
 }
 
+static uint64_t *recs_of(const braid_p2p_t *p, char *arena, int from)
+{
+    return (uint64_t *)(arena + 2 * (size_t)p->nlocal * P2P_LINE +
+                        (size_t)from * recs_bytes(p->nslots));
+}
+
 static char *fifo_of(const braid_p2p_t *p, char *arena, int from)
 {
-    return arena + counters_bytes(p->nlocal) + (size_t)from * p->nslots * p->slot_size;
+    return arena + counters_bytes(p->nlocal, p->nslots) +
+           (size_t)from * p->nslots * p->slot_size;
 }
 
 /* Every rank on this host (the agreed layout) and every one would make FIFOs. */
@@ -92,7 +107,8 @@ static int p2p_wanted(const braid_transport_ctx_t *ctx)
 static void p2p_settle(braid_p2p_t *p, const p2p_offer_t *r0)
 {
     size_t fifos = (size_t)p->nlocal * r0->nslots;
-    size_t room = r0->mem > counters_bytes(p->nlocal) ? r0->mem - counters_bytes(p->nlocal) : 0;
+    size_t head = counters_bytes(p->nlocal, r0->nslots);
+    size_t room = r0->mem > head ? r0->mem - head : 0;
     size_t slot = r0->slot_size / 4096 * 4096;
     if (slot * fifos > room) {
         size_t fit = room / fifos / 4096 * 4096;
@@ -105,7 +121,7 @@ static void p2p_settle(braid_p2p_t *p, const p2p_offer_t *r0)
     }
     p->slot_size = slot;
     p->nslots = r0->nslots;
-    p->arena_bytes = counters_bytes(p->nlocal) + fifos * slot;
+    p->arena_bytes = head + fifos * slot;
 }
 
 /* This rank's arena on its device, counters zeroed (at init a synchronous wait is fine). */
@@ -114,7 +130,7 @@ static braid_status_t arena_make(braid_p2p_t *p, int device, p2p_arena_t *a)
     const braid_device_ops_t *ops = p->ops;
     BRAID_CHECK(ops->bind(device));
     BRAID_CHECK(ops->mem_alloc(p->arena_bytes, (void **)&p->arena));
-    BRAID_CHECK(ops->memset_async(p->arena, 0, counters_bytes(p->nlocal), NULL));
+    BRAID_CHECK(ops->memset_async(p->arena, 0, counters_bytes(p->nlocal, p->nslots), NULL));
     BRAID_CHECK(ops->stream_sync(NULL));
     BRAID_CHECK(ops->ipc_get(p->arena, &a->handle));
     a->addr = (uint64_t)(uintptr_t)p->arena;
@@ -157,12 +173,14 @@ static void conns_fill(braid_p2p_t *p, int j)
     braid_dconn_t *s = &p->conns[j], *v = &p->conns[p->nlocal + j];
     *s = (braid_dconn_t){ .peer = r, .slots = fifo_of(p, p->peer[j], p->me),
                           .wait = tail_of(p->arena, p->nlocal, j),
-                          .post = head_of(p->peer[j], p->me), .nslots = p->nslots,
+                          .post = head_of(p->peer[j], p->me),
+                          .recs = recs_of(p, p->peer[j], p->me), .nslots = p->nslots,
                           .slot_size = p->slot_size };
     *v = (braid_dconn_t){ .peer = r, .slots = fifo_of(p, p->arena, j),
                           .wait = head_of(p->arena, j),
                           .post = tail_of(p->peer[j], p->nlocal, p->me),
-                          .nslots = p->nslots, .slot_size = p->slot_size };
+                          .recs = recs_of(p, p->arena, j), .nslots = p->nslots,
+                          .slot_size = p->slot_size };
     p->send[r] = s;
     p->recv[r] = v;
 }

@@ -30,6 +30,9 @@
  * time for no speed the tests notice */
 #define __forceinline__ inline
 
+/* a host thread's stores are seen in order by the others once it fences */
+#define __threadfence_system() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
 #define threadIdx braid_emu_threadIdx
 #define blockIdx braid_emu_blockIdx
 #define blockDim braid_emu_blockDim
@@ -44,8 +47,8 @@ static inline void *braid_emu_to_host(const void *p)
 /* A parameter with no device addresses in it: nothing to rewrite ... */
 template <typename P> inline void braid_emu_param_to_host(P &) {}
 
-/* ... braid's kernels take a braid_kargs_t, whose in[], out[] and premul_ptr are device
- * addresses. */
+/* ... braid's kernels take a braid_kargs_t, whose in[], out[], premul_ptr, msg and msg_err
+ * are device addresses. */
 inline void braid_emu_param_to_host(braid_kargs_t &a)
 {
     for (const void *&p : a.in)
@@ -53,6 +56,8 @@ inline void braid_emu_param_to_host(braid_kargs_t &a)
     for (void *&p : a.out)
         p = braid_emu_to_host(p);
     a.premul_ptr = braid_emu_to_host(a.premul_ptr);
+    a.msg = static_cast<const uint64_t *>(braid_emu_to_host(a.msg));
+    a.msg_err = static_cast<uint64_t *>(braid_emu_to_host(a.msg_err));
 }
 
 /* Row I of the table; rows past the last kernel end it (name NULL). */
