@@ -68,6 +68,13 @@ void emu_warn(const char *fmt, ...)
     va_end(ap);
 }
 
+uint64_t emu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void emu_sleep_us(unsigned int us)
 {
     struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000 };

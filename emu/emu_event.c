@@ -8,6 +8,7 @@
  * any other, so in strict mode those on the NULL stream synchronise with blocking streams
  * (emu_stream.c); none takes the driver lock.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -42,9 +43,14 @@ void emu_mark_run(emu_op_t *op)
     pthread_mutex_lock(&mark_lock);
     if (op->kind == EMU_OP_RECORD) {
         clock_gettime(CLOCK_MONOTONIC, &m->when);
-        m->done = 1;
+        __atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);   /* read unlocked below */
         pthread_cond_broadcast(&mark_cond);
     } else {
+        uint64_t until = emu_now_ns() + EMU_IDLE_NS;   /* as stream_pop */
+        pthread_mutex_unlock(&mark_lock);
+        while (!__atomic_load_n(&m->done, __ATOMIC_ACQUIRE) && emu_now_ns() < until)
+            sched_yield();
+        pthread_mutex_lock(&mark_lock);
         while (!m->done)
             pthread_cond_wait(&mark_cond, &mark_lock);
     }

@@ -181,6 +181,11 @@ EMU_HIDDEN void emu_slice_exit(CUdevice dev);
 
 /* ---- emu_stream.c: streams and the operations they run ---------------------------------- */
 
+/* How long a stream's worker yields, waiting for its next operation or an event's mark,
+ * before it sleeps (emu_stream.c's stream_pop), and the clock it measures that by. */
+#define EMU_IDLE_NS 30000
+EMU_HIDDEN uint64_t emu_now_ns(void);
+
 typedef enum emu_op_kind {
     EMU_OP_COPY,
     EMU_OP_SET8,

@@ -12,22 +12,24 @@
  * the stream did before is seen first), waits acquire loads, so a barrier or a flush of
  * remote writes has nothing left to do.
  *
- * A wait whose value is not there yet spins for at most EMU_SPIN_NS (ranks may outnumber
- * the cores), then sleeps in futex waits on the word. The futex is shared, not
- * FUTEX_PRIVATE: the word may be mapped by other processes too (an IPC-opened memfd, a
- * shared mapping), and twice in this one (strict mode's mirror), so the kernel must key
- * it by the page, not by the address. Every write of a stream memory operation wakes all
- * the word's waiters. Other stores wake nobody (the host's plain store to a pinned word,
- * a kernel's, a copy's), so each futex wait times out and looks again, EMU_FUTEX_MAX_NS
- * at most after such a store. How soon the first time: a wait on pinned host memory,
- * where the host's plain stores are to be expected, after EMU_FUTEX_MIN_NS, doubling up
- * to EMU_FUTEX_MAX_NS; a wait on device memory, which only the emulator writes (the host
- * cannot in strict mode, nor on a GPU), after EMU_FUTEX_MAX_NS at once: a timer shorter
- * than the scheduler's tick costs a wait that is woken some 15 us more on a VM (measured:
- * a futex ping-pong of two threads, 7 us a round trip without a timer, 22 us with 50 us
- * ones). A 64-bit wait sleeps on the word's first 32 bits, which a 64-bit write wakes.
+ * A wait whose value is not there yet yields the core for at most EMU_SPIN_NS (to whoever
+ * is to write it, when that shares this core), then sleeps in futex waits on the word.
+ * The futex is shared, not FUTEX_PRIVATE: the word may be mapped by other processes too
+ * (an IPC-opened memfd, a shared mapping), and twice in this one (strict mode's mirror),
+ * so the kernel must key it by the page, not by the address. Every write of a stream
+ * memory operation wakes all the word's waiters. Other stores wake nobody (the host's
+ * plain store to a pinned word, a kernel's, a copy's), so each futex wait times out and
+ * looks again, EMU_FUTEX_MAX_NS at most after such a store. How soon the first time: a
+ * wait on pinned host memory, where the host's plain stores are to be expected, after
+ * EMU_FUTEX_MIN_NS, doubling up to EMU_FUTEX_MAX_NS; a wait on device memory, which only
+ * the emulator writes (the host cannot in strict mode, nor on a GPU), after
+ * EMU_FUTEX_MAX_NS at once: a timer shorter than the scheduler's tick costs a wait that is
+ * woken some 15 us more on a VM (measured: a futex ping-pong of two threads, 7 us a round
+ * trip without a timer, 22 us with 50 us ones). A 64-bit wait sleeps on the word's first
+ * 32 bits, which a 64-bit write wakes.
  */
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -36,7 +38,7 @@
 
 #include "emu/emu_int.h"
 
-#define EMU_SPIN_NS 5000            /* how long a wait spins before it sleeps */
+#define EMU_SPIN_NS 30000           /* how long a wait yields before it sleeps */
 #define EMU_FUTEX_MIN_NS 50000      /* its first sleep on pinned host memory */
 #define EMU_FUTEX_MAX_NS 1000000    /* its longest: a store that wakes nobody is seen then */
 
@@ -70,22 +72,6 @@ static int memop_reached(const emu_memop_t *m)
     return reached64(__atomic_load_n((uint64_t *)m->addr, __ATOMIC_ACQUIRE), m->v, m->cond);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Sleep while *word is cur, ns at most. A wake, another value, a signal: all just return. */
 static void futex_wait(uint32_t *word, uint32_t cur, long ns)
 {
@@ -103,12 +89,12 @@ static void memop_wait(const emu_memop_t *m)
     uint32_t *word = m->addr;
     if (memop_reached(m))
         return;
-    uint64_t until = now_ns() + EMU_SPIN_NS;
+    uint64_t until = emu_now_ns() + EMU_SPIN_NS;
     do {
-        cpu_relax();
+        sched_yield();
         if (memop_reached(m))
             return;
-    } while (now_ns() < until);
+    } while (emu_now_ns() < until);
     long ns = m->pinned ? EMU_FUTEX_MIN_NS : EMU_FUTEX_MAX_NS;
     for (;;) {
         uint32_t cur = __atomic_load_n(word, __ATOMIC_ACQUIRE);

