@@ -67,6 +67,7 @@ struct braid_proxy {
     pthread_cond_t cond;
     proxy_job_t *head, *tail;
     int stop;
+    int sleeping;                   /* the thread waits for a signal (not lingering) */
     uint32_t *word;                 /* the last target done */
     uint32_t issued;                /* the last target handed out (callers, under comm lock) */
     uint64_t device_jobs;           /* device jobs queued (callers, under comm lock) */
@@ -189,8 +190,8 @@ static void job_done(braid_proxy_t *px, proxy_job_t *job)
 }
 
 /* Device jobs: the driver calls made here are the event polls of job_wait_events and the
- * async work of the executor's slices (device/slice.c), none of which a driver serialises
- * behind its allocation lock. */
+ * async work of the executor's slices (src/exec/dev_slice.c), none of which a driver
+ * serialises behind its allocation lock. */
 static void job_run(braid_proxy_t *px, proxy_job_t *job, int *bound)
 {
     braid_status_t st = job->st < 0 ? job->st : proxy_comm_gone(px) ? BRAID_ERR_ABORTED
@@ -216,20 +217,47 @@ static void job_run(braid_proxy_t *px, proxy_job_t *job, int *bound)
 }
 
 
+/*
+ * Wait for a job (under px->lock). After a GPU engine job the thread lingers, awake,
+ * before it sleeps: engine jobs queued meanwhile are not signalled (px->sleeping is 0), so
+ * a stream of small device calls costs no wake-up of this thread per call, only a look
+ * every PROXY_LINGER_NS (the watch is in no call's data path).
+ */
+#define PROXY_LINGER_NS 500000L
+#define PROXY_LINGERS 4
+
+static void proxy_wait(braid_proxy_t *px, int lingers)
+{
+    for (int i = 0; px->head == NULL && !px->stop && i < lingers; i++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += PROXY_LINGER_NS;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&px->cond, &px->lock, &ts);
+    }
+    px->sleeping = 1;
+    while (px->head == NULL && !px->stop)
+        pthread_cond_wait(&px->cond, &px->lock);
+    px->sleeping = 0;
+}
+
 static void *proxy_main(void *arg)
 {
     braid_proxy_t *px = arg;
-    int bound = 0;
+    int bound = 0, lingers = 0;
     pthread_mutex_lock(&px->lock);
     for (;;) {
-        while (px->head == NULL && !px->stop)
-            pthread_cond_wait(&px->cond, &px->lock);
+        proxy_wait(px, lingers);
         proxy_job_t *job = px->head;
         if (job == NULL)
             break;
         px->head = job->next;
         if (px->head == NULL)
             px->tail = NULL;
+        lingers = job->gpu ? PROXY_LINGERS : 0;
         pthread_mutex_unlock(&px->lock);
         job_run(px, job, &bound);
         pthread_mutex_lock(&px->lock);
@@ -470,7 +498,8 @@ static braid_status_t proxy_queue(braid_comm_t *comm, int ordinal, braid_op_t **
     else
         px->head = job;
     px->tail = job;
-    pthread_cond_signal(&px->cond);
+    if (!gpu || px->sleeping)   /* a lingering thread finds the engine's jobs itself */
+        pthread_cond_signal(&px->cond);
     pthread_mutex_unlock(&px->lock);
     pthread_mutex_unlock(&comm->lock);
     return st;

@@ -14,9 +14,9 @@
  * A step's posts go in one batch of stream memory operations with the next step's waits,
  * so a slice-step costs the driver two calls: a batch and a launch. A job is framed by
  * the callers' streams: the stream waits for an event recorded on each, writes the
- * progress mark that says it started, and at the end writes `done` and `release` = the
- * job's target, which the callers' streams wait for. `done` only the stream writes;
- * `release` also the host, to let the callers' streams go after a failure
+ * progress mark that says it started (in its first slice-step's batch), and at the end
+ * writes `done` and `release` = the job's target, which the callers' streams wait for. `done` only the
+ * stream writes; `release` also the host, to let the callers' streams go after a failure
  * (braid_gpu_release). A slice-step that waits for nothing (a local copy) has no mark
  * before its kernel.
  */
@@ -73,6 +73,7 @@ struct braid_gpu {
     uint32_t issued;                /* the last target handed out */
     int released;                   /* braid_gpu_release was called: it failed */
     uint32_t mark;                  /* the last progress mark queued */
+    int starting;                   /* the next slice-step is its job's first */
     braid_mem_op_t held[GPU_POSTS]; /* the last slice-step's posts, not queued yet */
     int nheld;
     gpu_join_t joins[BRAID_GPU_MAX_STREAMS];
@@ -308,7 +309,6 @@ static braid_status_t gpu_join_in(braid_gpu_t *g, braid_op_t *const *ops, int n,
         if (job->nstreams == BRAID_GPU_MAX_STREAMS)
             return braid_err(BRAID_ERR_USAGE, "a group uses more than %d streams on one "
                              "communicator", BRAID_GPU_MAX_STREAMS);
-        job->streams[job->nstreams++] = s;
         for (j = 0; j < g->njoins && g->joins[j].stream != s; j++)
             ;
         if (j == g->njoins) {   /* a new stream: an event of its own, or the oldest's */
@@ -317,6 +317,7 @@ static braid_status_t gpu_join_in(braid_gpu_t *g, braid_op_t *const *ops, int n,
             j = j < BRAID_GPU_MAX_STREAMS ? j : 0;
             g->joins[j].stream = s;
         }
+        job->streams[job->nstreams++] = s;
         BRAID_CHECK(d->event_record(g->joins[j].event, s));
         BRAID_CHECK(d->stream_wait_event(g->stream, g->joins[j].event));
     }
@@ -349,7 +350,8 @@ static braid_status_t gpu_flush(braid_gpu_t *g, const braid_mem_op_t *more, int 
     braid_mem_op_t b[BRAID_MEM_OPS_MAX];
     int nb = g->nheld;
     memcpy(b, g->held, (size_t)nb * sizeof(*b));
-    memcpy(b + nb, more, (size_t)n * sizeof(*b));
+    if (n > 0)
+        memcpy(b + nb, more, (size_t)n * sizeof(*b));
     g->nheld = 0;
     return nb + n > 0 ? g->ops->stream_mem_ops(g->stream, b, nb + n) : BRAID_OK;
 }
@@ -361,19 +363,25 @@ static braid_status_t gpu_item(braid_gpu_t *g, braid_op_t *op, const braid_step_
 {
     braid_dconn_t *rc = st->recv_peer >= 0 ? g->recv[st->recv_peer] : NULL;
     braid_dconn_t *sc = st->send_peer >= 0 ? g->send[st->send_peer] : NULL;
-    braid_mem_op_t pre[3], post[GPU_POSTS];
-    int npre = 0, npost = 0;
+    braid_mem_op_t pre[4], post[GPU_POSTS];
+    int npre = 0, npost = 0, nstart = 0;
     const char *in = NULL;
     char *out = NULL;
     const uint64_t *rec = NULL;
     uint64_t want[BRAID_MSG_WORDS], sent[BRAID_MSG_WORDS];
+    if (g->starting) {   /* the job's first: the mark that it started (no posts held) */
+        pre[npre++] = mark_op(g);
+        nstart = npre;
+        g->starting = 0;
+    }
     if (rc != NULL) {
         uint32_t k = rc->msgs++;
         in = rc->slots + (size_t)(k % rc->nslots) * rc->slot_size;
         rec = rc->recs + (size_t)(k % rc->nslots) * BRAID_MSG_WORDS;
         msg_record(&op->expect, len, want);
         pre[npre++] = (braid_mem_op_t){ .addr = rc->wait, .value = k + 1 };
-        post[npost++] = (braid_mem_op_t){ .addr = rc->post, .value = k + 1, .kind = BRAID_MEM_WRITE };
+        post[npost++] = (braid_mem_op_t){ .addr = rc->post, .value = k + 1,
+                                          .kind = BRAID_MEM_WRITE };
     }
     if (sc != NULL) {
         uint32_t k = sc->msgs++;
@@ -387,7 +395,7 @@ static braid_status_t gpu_item(braid_gpu_t *g, braid_op_t *op, const braid_step_
         post[npost++] = (braid_mem_op_t){ .addr = sc->post, .value = k + 1,
                                           .kind = BRAID_MEM_WRITE };
     }
-    if (npre > 0)
+    if (npre > nstart)
         pre[npre++] = mark_op(g);
     BRAID_CHECK(gpu_flush(g, pre, npre));
     char *dst = ref_ptr(op, st->dst, off);
@@ -446,13 +454,11 @@ braid_status_t braid_gpu_submit(braid_gpu_t *g, braid_op_t *const *ops, int n,
     braid_status_t st = gpu_scratch(g, ops, n);
     if (st == BRAID_OK)
         st = gpu_join_in(g, ops, n, job);
-    if (st == BRAID_OK) {
-        braid_mem_op_t start = mark_op(g);
-        job->mark0 = start.value;
-        st = d->stream_mem_ops(g->stream, &start, 1);
-    }
+    job->mark0 = g->mark + 1;   /* its first slice-step's batch writes it */
+    g->starting = 1;
     if (st == BRAID_OK)
         st = gpu_lower(g, ops, n);
+    g->starting = 0;
     if (st == BRAID_OK) {
         job->target = g->issued + 1;
         __atomic_store_n(&g->issued, job->target, __ATOMIC_RELEASE);

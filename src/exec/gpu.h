@@ -6,7 +6,7 @@
  *
  *   calling thread (ncclAllReduce, ncclGroupEnd)       the communicator's stream
  *     event recorded on the caller's stream  ------->  waits for that event
- *     for each slice-step, in lower.h's order:         progress = job started
+ *     for each slice-step, in lower.h's order:         progress = job started (the first)
  *       waits on this rank's own counters  --------->  head >= k + 1 / tail >= k + 1 - nslots
  *       one kernel: slot and/or user buffer in,        copy or reduce a whole slice (a
  *         user buffer and/or the peer's slot out          FIFO slot, MiB)
@@ -40,13 +40,13 @@ typedef struct braid_gpu braid_gpu_t;
  * watches (braid_gpu_where). */
 typedef struct braid_gpu_job {
     uint32_t target;                /* done >= target: the job's work has finished */
-    uint32_t mark0;                 /* the progress mark its stream wrote when it started */
+    uint32_t mark0;                 /* the progress mark its stream writes when it starts */
     void *streams[BRAID_GPU_MAX_STREAMS];
     int nstreams;
 } braid_gpu_job_t;
 
 /* The engine of a communicator's rank, made on this thread, in its current context, for
- * device `ordinal` (kernels loaded, stream, events, pinned words, `scratch` bytes of
+ * device `ordinal` (kernels loaded, streams, events, pinned words, `scratch` bytes of
  * device scratch). send/recv: the transports' device FIFOs ([nranks]). */
 braid_status_t braid_gpu_create(int ordinal, int rank, int nranks, braid_dconn_t **send,
                                 braid_dconn_t **recv, size_t scratch, braid_gpu_t **g_p);

@@ -2,10 +2,13 @@
  * device_kill: a rank killed with SIGKILL in the middle of a device collective on the GPU
  * engine (transports/p2p, src/exec/gpu.c) must not hang the others' streams.
  *
- * 3 processes on the CUDA driver (braid's emulated one in CI) loop on a 16 MiB float
- * all-reduce of device buffers, each on a stream of its own, synchronising it after each
- * call. Rank 1 sets its output to a sentinel before its third call and, once a copy of it
- * (on a stream of its own) shows results of that call, kills itself. The others' streams
+ * 3 processes on the CUDA driver (braid's emulated one in CI) loop on three 16 MiB float
+ * all-reduces of device buffers queued one after the other, each rank on a stream of its
+ * own, synchronising it after each three. Rank 1 sets its output to a sentinel before its
+ * third round and, once a copy of it (on a stream of its own) shows results of the
+ * round's first call, kills itself: the others' second call waits for it with a third
+ * queued behind (whose wait on the caller's stream must not hide that the second waits
+ * for a peer). The others' streams
  * must be released and ncclCommGetAsyncError say ncclRemoteError, naming rank 1, within 15
  * s of the kill; then ncclCommAbort must return within 5 s.
  *
@@ -25,6 +28,7 @@
 #define VICTIM 1
 #define COUNT (4u << 20)            /* floats: 16 MiB, several FIFO slices per step */
 #define KILL_AT_ITER 3
+#define CALLS_PER_ROUND 3
 #define DETECT_LIMIT_S 15.0
 #define ABORT_LIMIT_S 5.0
 #define SENTINEL 0xffffffffu        /* a NaN: a sum of ones never writes it */
@@ -92,10 +96,13 @@ static int kill_rank(int rank, int n)
         ncclResult_t async = ncclSuccess;
         if (rank == VICTIM && it == KILL_AT_ITER)
             CUDRV(cu.memset32(out, SENTINEL, COUNT, s));
-        ncclResult_t r = ncclAllReduce((void *)(uintptr_t)in, (void *)(uintptr_t)out, COUNT,
-                                       ncclFloat32, ncclSum, comm, s);
-        if (rank == VICTIM && it == KILL_AT_ITER)
-            victim_die(out);
+        ncclResult_t r = ncclSuccess;
+        for (int c = 0; c < CALLS_PER_ROUND && r == ncclSuccess; c++) {
+            r = ncclAllReduce((void *)(uintptr_t)in, (void *)(uintptr_t)out, COUNT,
+                              ncclFloat32, ncclSum, comm, s);
+            if (rank == VICTIM && it == KILL_AT_ITER)
+                victim_die(out);
+        }
         CUDRV(cu.stream_sync(s));   /* returns once the call ran, or braid released it */
         double released = ft_now();
         if (r == ncclSuccess)
@@ -103,7 +110,7 @@ static int kill_rank(int rank, int n)
         if (r != ncclSuccess || async != ncclSuccess)
             return survivor_check(rank, comm, r, released);
     }
-    ft_fail("rank %d: 1000 all-reduces went through although rank 1 was to be killed", rank);
+    ft_fail("rank %d: 1000 rounds of all-reduces went through although rank 1 was to be killed", rank);
     return 1;
 }
 
