@@ -28,9 +28,34 @@ const braid_model_t braid_model_default = {
     .cpu_share = 1,
 };
 
+/*
+ * The device's, documented: on the GPU engine a slice-step is a kernel launch and a batch
+ * of stream memory operations (some 2-4 us and 1-2 us queued on a GPU: 4 us a step), a
+ * hand-over is a peer's write seen by a wait (1 us), a hop's byte is copied by a kernel
+ * from one GPU's memory into a peer's FIFO (NVLink or xGMI between GPUs, some 100-300
+ * GB/s; the same memory, 1-3 TB/s, where ranks share a GPU: 200 GB/s here, the slower
+ * side), combining two inputs costs a copy's time again; slices are the FIFO's slot (2
+ * MiB, as BRAID_P2P_SLOT_SIZE). The network's figures stay the host's.
+ */
+const braid_model_t braid_model_device = {
+    .alpha = { [BRAID_LINK_SELF] = 1.0, [BRAID_LINK_NUMA] = 1.0, [BRAID_LINK_HOST] = 1.0,
+               [BRAID_LINK_NET] = 3.0 },
+    .beta = { [BRAID_LINK_SELF] = 1.0 / 200e3, [BRAID_LINK_NUMA] = 1.0 / 200e3,
+              [BRAID_LINK_HOST] = 1.0 / 200e3, [BRAID_LINK_NET] = 1.0 / 2e3 },
+    .gamma = 1.0 / 200e3,
+    .step = 4.0,
+    .cache = 1 << 20,
+    .slice = 2 << 20,
+    .slice_cost = { [BRAID_LINK_SELF] = 4.0, [BRAID_LINK_NUMA] = 4.0,
+                    [BRAID_LINK_HOST] = 4.0, [BRAID_LINK_NET] = 1.0 },
+    .cpu_share = 1,
+};
+
 const braid_model_t *braid_coll_model(const braid_coll_t *c)
 {
-    return c->tune != NULL ? &c->tune->model : &braid_model_default;
+    if (c->tune == NULL)
+        return &braid_model_default;
+    return c->device && c->tune->device_on ? &c->tune->device : &c->tune->model;
 }
 
 braid_link_t braid_coll_link(const braid_coll_t *c, int a, int b)

@@ -40,10 +40,14 @@ typedef struct braid_model {
 #define BRAID_COST_NONE (-1.0)
 
 extern const braid_model_t braid_model_default;
+/* For device calls on the GPU engine (src/exec/gpu.h) where BRAID_CALIBRATE=0 keeps the
+ * communicator from timing its device (src/core/calib.c), documented figures: model.c. */
+extern const braid_model_t braid_model_device;
 
 struct braid_coll;
 
-/* The call's communicator's model (the default without a tuning): a builder that picks
+/* The call's communicator's model (the default without a tuning), its device model for
+ * a device call where the communicator runs them on the GPU engine: a builder that picks
  * among variants of its schedule asks it, as its cost function does, so both agree. */
 const braid_model_t *braid_coll_model(const struct braid_coll *c);
 

@@ -46,6 +46,9 @@ typedef struct braid_tune_key {
 
 typedef struct braid_tune {
     braid_model_t model;
+    braid_model_t device;               /* device calls' where device_on: the communicator
+                                         * runs them on the GPU engine (src/core/calib.c) */
+    int device_on;
     uint32_t allow[BRAID_COLL_NUM];     /* bit i: braid_algos[i] may run (only bits of
                                          * algorithms that build the collective) */
     char algo_spec[96];                 /* NCCL_ALGO as given, for messages ("": unset) */

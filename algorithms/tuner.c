@@ -190,8 +190,10 @@ static void tuner_choice_log(const braid_coll_t *coll, uint64_t word, size_t byt
                    "the tuner plugin %s (braid's model: %s)", braid_coll_name(coll->kind), bytes,
                    a->name, slice, braid_tune_plugin_name(), own->name);
     else
-        BRAID_INFO(BRAID_SUB_TUNING, "tuner: %s of %zu bytes: %s, %zu-byte slices",
-                   braid_coll_name(coll->kind), bytes, a->name, slice);
+        BRAID_INFO(BRAID_SUB_TUNING, "tuner: %s of %zu bytes%s: %s, %zu-byte slices",
+                   braid_coll_name(coll->kind), bytes,
+                   coll->device && coll->tune->device_on ? " on the device" : "", a->name,
+                   slice);
 }
 
 size_t braid_tune_plan_commit(const braid_coll_t *coll, const braid_tune_plan_t *plan, int i)
@@ -199,10 +201,14 @@ size_t braid_tune_plan_commit(const braid_coll_t *coll, const braid_tune_plan_t 
     size_t slice = tuner_slice(coll, plan->cuts[i]);
     tuner_choice_t ch = { .algo = braid_algo_index(plan->order[i]), .cuts = plan->cuts[i] };
     uint64_t word = tuner_cache_word(&plan->key, ch);
-    if (tuner_cached(coll, &plan->key) && word != plan->last) {
+    int cached = tuner_cached(coll, &plan->key);
+    if (cached && word != plan->last)
         atomic_store_explicit(&coll->tune->last[plan->key.coll], word, memory_order_relaxed);
+    if (cached && word != plan->last)
         tuner_choice_log(coll, word, plan->key.bytes, plan->order[i], slice,
                          i == 0 ? plan->own : NULL);
-    }
+    else if (coll->tune != NULL && coll->device)   /* never cached; logged apart */
+        tuner_choice_log(coll, word | UINT64_C(1) << 63, plan->key.bytes, plan->order[i],
+                         slice, i == 0 ? plan->own : NULL);
     return slice;
 }

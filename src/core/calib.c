@@ -20,6 +20,11 @@
  * whether every rank had it cached (then nothing was measured). Two all-gathers at most,
  * and 15-120 ms of messages (on the 2-core CI machines: 2 processes 15-19 ms, 4 processes
  * 22-30 ms, 2 x 2 over TCP between namespaces 67-115 ms).
+ *
+ * A communicator on the GPU engine also times its device, every rank at once on its
+ * engine's stream (braid_gpu_measure: launches, batches of stream memory operations, a
+ * slice's copy and reduction into a peer's FIFO), for the model of its device calls; rank
+ * 0's again, in two more all-gathers at most.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,6 +33,7 @@
 #include "core/calib.h"
 #include "core/enqueue.h"
 #include "exec/exec.h"
+#include "exec/gpu.h"
 #include "base/log.h"
 #include "base/param.h"
 
@@ -279,9 +285,8 @@ static braid_status_t calib_share(braid_comm_t *comm, braid_model_t *m, int cach
     return st;
 }
 
-braid_status_t braid_calibrate(braid_comm_t *comm)
+static braid_status_t calib_host(braid_comm_t *comm, braid_model_t *m)
 {
-    braid_model_t *m = &comm->tune.model;
     if (!comm->tune.calibrate || comm->nranks < 2)
         return BRAID_OK;
     uint64_t sig = calib_sig(comm);
@@ -302,4 +307,88 @@ braid_status_t braid_calibrate(braid_comm_t *comm)
                m->slice_cost[BRAID_LINK_NUMA], m->slice_cost[BRAID_LINK_NET], 1e-3 / m->gamma,
                m->cache / 1024, m->cpu_share);
     return BRAID_OK;
+}
+
+/*
+ * The device model of a communicator on the GPU engine, from its rates (gpu.h): a
+ * slice-step costs a launch and a batch of memory operations, and each extra slice of a
+ * message one more; a message's latency, a hand-over between streams (timed between two of
+ * this process: one between processes may cost more); a byte of a hop, the kernel's copy
+ * into the peer's FIFO,
+ * also a local copy's; gamma, what a reduction takes beyond a copy. The network's figures
+ * stay the host model's (the engine runs only between the ranks of a host).
+ */
+static void calib_device_model(const braid_gpu_rates_t *r, const braid_model_t *host,
+                               size_t slice, braid_model_t *m)
+{
+    *m = braid_model_device;
+    m->step = r->launch_us + r->batch_us;
+    for (int l = 0; l < BRAID_LINK_NCLASSES; l++) {
+        if (l == BRAID_LINK_NET)
+            continue;
+        m->alpha[l] = r->handover_us;
+        m->beta[l] = r->copy_us_per_byte;
+        m->slice_cost[l] = m->step;
+    }
+    m->alpha[BRAID_LINK_NET] = host->alpha[BRAID_LINK_NET];
+    m->beta[BRAID_LINK_NET] = host->beta[BRAID_LINK_NET];
+    m->slice_cost[BRAID_LINK_NET] = host->slice_cost[BRAID_LINK_NET];
+    m->gamma = r->reduce_us_per_byte;
+    m->slice = (double)slice;
+}
+
+static braid_status_t calib_barrier(void *comm)
+{
+    return braid_bootstrap_barrier(((braid_comm_t *)comm)->bs);
+}
+
+/* The device's timing waits for its stream at most BRAID_TIMEOUT (0: no limit). */
+static braid_status_t calib_device_check(void *arg, double waited_s)
+{
+    const braid_comm_t *comm = arg;
+    double limit = (double)braid_param_int(BRAID_P_TIMEOUT);
+    if (limit > 0 && waited_s >= limit)
+        return braid_err(BRAID_ERR_TIMEOUT, "rank %d: the device calibration's work on its "
+                         "GPU engine's stream has not finished after %.0f s (BRAID_TIMEOUT): "
+                         "braid's kernels or stream memory operations never end on device %d",
+                         comm->rank, waited_s, braid_gpu_ordinal(comm->gpu));
+    return BRAID_OK;
+}
+
+/* The device model: timed by every rank at once, rank 0's taken (cached as the host's,
+ * by layout and the engine's slot); the documented one without calibration. */
+static braid_status_t calib_device(braid_comm_t *comm)
+{
+    braid_model_t *m = &comm->tune.device;
+    size_t slice = braid_gpu_slice(comm->gpu);
+    *m = braid_model_device;
+    m->slice = (double)slice;
+    comm->tune.device_on = 1;
+    if (!comm->tune.calibrate || comm->nranks < 2)
+        return BRAID_OK;
+    uint64_t sig = (calib_sig(comm) ^ slice ^ 0x6465766963650000ull) * 1099511628211ull;
+    int cached = calib_lookup(sig, m), all_cached;
+    double t0 = braid_now();
+    BRAID_CHECK(calib_share(comm, m, cached, &all_cached));
+    if (!all_cached) {
+        braid_gpu_rates_t r;
+        braid_device_wait_t w = { .check = calib_device_check, .arg = comm };
+        BRAID_CHECK(braid_gpu_measure(comm->gpu, calib_barrier, &w, &r));
+        calib_device_model(&r, &comm->tune.model, slice, m);
+        BRAID_CHECK(calib_share(comm, m, 0, &all_cached));
+        calib_store(sig, m);
+    }
+    BRAID_INFO(BRAID_SUB_INIT, "device calibration%s in %.1f ms: a slice-step %.2f us, a "
+               "hand-over %.2f us, copies %.2f GB/s, reductions %.2f GB/s, %zu-byte slices",
+               all_cached ? " (cached)" : "", (braid_now() - t0) * 1e3, m->step,
+               m->alpha[BRAID_LINK_NUMA], 1e-3 / m->beta[BRAID_LINK_NUMA],
+               1e-3 / (m->beta[BRAID_LINK_NUMA] + m->gamma), slice);
+    return BRAID_OK;
+}
+
+braid_status_t braid_calibrate(braid_comm_t *comm)
+{
+    BRAID_CHECK(calib_host(comm, &comm->tune.model));   /* first: the device model takes
+                                                          * the network's figures from it */
+    return comm->gpu != NULL ? calib_device(comm) : BRAID_OK;
 }

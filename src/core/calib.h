@@ -4,8 +4,9 @@
  * a timed reduction its combine rate, and hwloc the L2 cache per rank; rank 0's figures become
  * every rank's cost model, so that all choose alike. Cached per layout in the process: a
  * communicator with the same hosts, ranks per host, provider and slot size reuses the
- * figures without measuring.
- * BRAID_CALIBRATE=0 keeps the default model (algorithms/model.c).
+ * figures without measuring. A communicator that runs device calls on the GPU engine also
+ * times its device for them (the tuner's device model, algorithms/model.h).
+ * BRAID_CALIBRATE=0 keeps the default models (algorithms/model.c).
  */
 #ifndef BRAID_CORE_CALIB_H
 #define BRAID_CORE_CALIB_H

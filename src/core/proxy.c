@@ -414,7 +414,10 @@ static braid_status_t job_gpu(braid_comm_t *comm, int ordinal, proxy_job_t *job,
     job->gpu = 1;
     for (int i = 0; i < job->nops; i++) {
         braid_op_t *op = job->ops[i];
-        op->slice = braid_gpu_slice(g);
+        size_t slot = braid_gpu_slice(g), want = op->sched.slice;   /* the tuner's choice,
+                                                                      * on the device model */
+        want = want / op->sched.align * op->sched.align;
+        op->slice = want != 0 && want < slot ? want : slot;
         if (!braid_lower_is_p2p(op)) {
             braid_comm_publish_call(comm, &op->hdr);
             braid_comm_publish(comm, op->hdr.seq, 0);

@@ -46,7 +46,8 @@ _Static_assert(GPU_POSTS + 3 <= BRAID_MEM_OPS_MAX, "a batch of posts and waits")
  * and a mismatched message's record then (its step's mark << 32) | 1 (the host clears
  * the last word once it has seen it; the stream waits for that at the job's end). */
 typedef struct gpu_words {
-    uint32_t done, release, progress, pad;
+    uint32_t done, release, progress, timing, ping, pong, pad[2];   /* timing, ping, pong:
+                                                                     * braid_gpu_measure's */
     uint64_t bad[BRAID_MSG_WORDS + 1];
 } gpu_words_t;
 
@@ -64,7 +65,7 @@ struct braid_gpu {
     int ordinal, rank, nranks;
     void *ctx;                      /* the context it was made in, made current to queue */
     void *stream;                   /* the communicator's */
-    void *side;                     /* braid_gpu_release's writes */
+    void *side;                     /* braid_gpu_release's writes; braid_gpu_measure's pongs */
     void *idle;                     /* recorded by destroy, to wait for the stream */
     braid_dev_kernels_t *k;
     braid_dconn_t **send, **recv;   /* [nranks] */
@@ -74,6 +75,7 @@ struct braid_gpu {
     int released;                   /* braid_gpu_release was called: it failed */
     uint32_t mark;                  /* the last progress mark queued */
     int starting;                   /* the next slice-step is its job's first */
+    uint32_t timing;                /* braid_gpu_measure's last value written */
     braid_mem_op_t held[GPU_POSTS]; /* the last slice-step's posts, not queued yet */
     int nheld;
     gpu_join_t joins[BRAID_GPU_MAX_STREAMS];
@@ -99,6 +101,9 @@ static void *word_dev(const braid_gpu_t *g, size_t off)
 #define W_DONE offsetof(gpu_words_t, done)
 #define W_RELEASE offsetof(gpu_words_t, release)
 #define W_PROGRESS offsetof(gpu_words_t, progress)
+#define W_TIMING offsetof(gpu_words_t, timing)
+#define W_PING offsetof(gpu_words_t, ping)
+#define W_PONG offsetof(gpu_words_t, pong)
 #define W_BAD offsetof(gpu_words_t, bad)
 #define W_BAD_MARK (W_BAD + BRAID_MSG_WORDS * sizeof(uint64_t))
 
@@ -262,6 +267,114 @@ int braid_gpu_destroy(braid_gpu_t *g, double wait_s)
                "leaves its stream and memory in place (freeing them would wait for it)",
                ops->name, g->ordinal, g->rank);
     return 1;
+}
+
+/* ---- what the device costs -------------------------------------------------------------- */
+
+#define MEASURE_REPS 4              /* operations queued back to back per timing */
+#define MEASURE_TRIES 2             /* timings of each; the fastest counts */
+#define MEASURE_BYTES (4u << 20)    /* a copy's, at most: more than a CPU's cache */
+
+enum { MEASURE_EMPTY, MEASURE_BATCH, MEASURE_PING, MEASURE_COPY, MEASURE_REDUCE,
+       MEASURE_KINDS };
+
+/* Queue one operation of the kind: a kernel of no bytes; a batch of a write and a wait;
+ * a round trip between the stream and the side stream (each waits for the other's
+ * write); a slice's copy or reduction of `bytes` from this rank's FIFO into a peer's. */
+static braid_status_t measure_one(braid_gpu_t *g, int kind, const char *in, char *out,
+                                  size_t bytes, uint32_t n)
+{
+    braid_dev_slice_kernel_t k = { .in = in, .src = in + bytes, .out = { out, NULL },
+                                   .bytes = bytes, .count = bytes / sizeof(float),
+                                   .dtype = BRAID_FP32, .op = BRAID_OP_SUM,
+                                   .reduce = kind == MEASURE_REDUCE };
+    braid_mem_op_t a[2] = {
+        { .addr = word_dev(g, kind == MEASURE_PING ? W_PING : W_TIMING), .value = n,
+          .kind = BRAID_MEM_WRITE },
+        { .addr = word_dev(g, kind == MEASURE_PING ? W_PONG : W_TIMING), .value = n },
+    };
+    braid_mem_op_t b[2] = {
+        { .addr = word_dev(g, W_PING), .value = n },
+        { .addr = word_dev(g, W_PONG), .value = n, .kind = BRAID_MEM_WRITE },
+    };
+    switch (kind) {
+    case MEASURE_EMPTY:
+        return braid_dev_kernels_check(g->k, &k, g->stream);
+    case MEASURE_PING:
+        BRAID_CHECK(g->ops->stream_mem_ops(g->side, b, 2));
+        /* fall through */
+    case MEASURE_BATCH:
+        return g->ops->stream_mem_ops(g->stream, a, 2);
+    default:
+        return braid_dev_kernels_slice(g->k, &k, g->stream);
+    }
+}
+
+/* Microseconds for `reps` operations of the kind queued back to back, up to the streams'
+ * end (the fastest of MEASURE_TRIES). */
+static braid_status_t measure_time(braid_gpu_t *g, int kind, int reps, const char *in,
+                                   char *out, size_t bytes, const braid_device_wait_t *w,
+                                   double *us_p)
+{
+    *us_p = 1e30;
+    for (int t = 0; t < MEASURE_TRIES; t++) {
+        double t0 = braid_now();
+        for (int i = 0; i < reps; i++)
+            BRAID_CHECK(measure_one(g, kind, in, out, bytes, ++g->timing));
+        /* the stream's end is the side stream's too: its last wait is for the side's
+         * last write */
+        BRAID_CHECK(g->ops->event_record(g->idle, g->stream));
+        BRAID_CHECK(braid_device_event_wait(g->idle, w));
+        double us = (braid_now() - t0) * 1e6;
+        *us_p = us < *us_p ? us : *us_p;
+    }
+    return BRAID_OK;
+}
+
+braid_status_t braid_gpu_measure(braid_gpu_t *g, braid_status_t (*sync)(void *arg),
+                                 const braid_device_wait_t *w, braid_gpu_rates_t *r)
+{
+    int peer = (g->rank + 1) % g->nranks;
+    const braid_dconn_t *from = g->recv[peer], *to = g->send[peer];
+    size_t bytes = from->slot_size * from->nslots, to_bytes = to->slot_size * to->nslots;
+    double t[MEASURE_KINDS][2];
+    if (peer == g->rank)
+        return braid_err(BRAID_ERR_INTERNAL, "the GPU engine's timing needs a peer");
+    bytes = bytes / 2 < to_bytes ? bytes / 2 : to_bytes;   /* two inputs in the FIFO */
+    bytes = (bytes < MEASURE_BYTES ? bytes : MEASURE_BYTES) / 64 * 64;
+    void *saved = NULL;
+    BRAID_CHECK(g->ops->ctx_get(&saved));
+    if (saved != g->ctx)
+        BRAID_CHECK(g->ops->ctx_set(g->ctx));
+    braid_status_t st = BRAID_OK;
+    /* a first, untimed run of each kind touches the memory (a first write faults pages
+     * in); a barrier before each timing keeps the ranks at the same kind */
+    for (int kind = 0; kind < MEASURE_KINDS && st == BRAID_OK; kind++)
+        for (int j = -1; j < 2 && st == BRAID_OK; j++)
+            if ((st = sync(w->arg)) == BRAID_OK)
+                st = measure_time(g, kind, j < 0 ? 1 : MEASURE_REPS << j, from->slots,
+                                  to->slots, bytes, w, &t[kind][j < 0 ? 0 : j]);
+    if (saved != g->ctx)
+        g->ops->ctx_set(saved);
+    if (st == BRAID_ERR_TIMEOUT)
+        braid_device_set_stuck();
+    BRAID_CHECK(st);
+    /* each kind's cost per operation: the difference between twice the operations and
+     * once, which the streams' start and the host's wait for their end do not enter */
+    double per[MEASURE_KINDS];
+    for (int kind = 0; kind < MEASURE_KINDS; kind++) {
+        per[kind] = (t[kind][1] - t[kind][0]) / MEASURE_REPS;
+        per[kind] = per[kind] > 0 ? per[kind] : 0;
+    }
+    double copy = per[MEASURE_COPY] - per[MEASURE_EMPTY];
+    double reduce = per[MEASURE_REDUCE] - per[MEASURE_EMPTY];
+    r->launch_us = per[MEASURE_EMPTY];
+    r->batch_us = per[MEASURE_BATCH];
+    r->handover_us = per[MEASURE_PING] / 2;
+    r->copy_us_per_byte = (copy > 0 ? copy : 0) / (double)bytes;
+    r->reduce_us_per_byte = (reduce > copy ? reduce - copy : 0) / (double)bytes;
+    r->bytes = bytes;
+    return BRAID_OK;
 }
 
 /* ---- lowering -------------------------------------------------------------------------- */

@@ -29,6 +29,7 @@
 
 #include <stdint.h>
 
+#include "device/device.h"
 #include "exec/exec.h"
 #include "transports/transport.h"
 
@@ -101,6 +102,26 @@ int braid_gpu_busy(const braid_gpu_t *except);
 uint32_t braid_gpu_issued(const braid_gpu_t *g);
 /* The device it runs on. */
 int braid_gpu_ordinal(const braid_gpu_t *g);
+/*
+ * What the engine's device costs, timed on its streams (at init, before any job: the
+ * tuner's device model, src/core/calib.c): per kernel launch and per batch of stream
+ * memory operations (a write and a wait), queued back to back; per hand-over, half a round
+ * trip between two streams that each wait for the other's write; per byte a slice's kernel
+ * copies from this rank's FIFO into a peer's, and per byte a reduction of two inputs takes
+ * beyond a copy's, on `bytes` (half the FIFO, 4 MiB at most). Every rank of the
+ * communicator times it at once, each timing after a sync(w->arg) of them all (a
+ * barrier), so that ranks sharing a device share its memory's bandwidth as in a
+ * collective. Each wait for the stream is bounded by w (a timeout marks the device stuck).
+ */
+typedef struct braid_gpu_rates {
+    double launch_us, batch_us, handover_us;
+    double copy_us_per_byte, reduce_us_per_byte;
+    size_t bytes;
+} braid_gpu_rates_t;
+
+braid_status_t braid_gpu_measure(braid_gpu_t *g, braid_status_t (*sync)(void *arg),
+                                 const braid_device_wait_t *w, braid_gpu_rates_t *r);
+
 /* The bytes of every slice it moves (the FIFO slot, alike on every rank): ops' `slice`. */
 size_t braid_gpu_slice(const braid_gpu_t *g);
 

@@ -24,9 +24,9 @@
  * in the other collective's slices behind it on its own stream), and more often it mixes
  * two collectives' messages on a connection they share.
  *
- * Every op is cut into slices of its `slice` bytes (the caller sets it: the FIFO slot).
- * Both sides of every message cut it alike, so message k of a connection has the same
- * length at both ends.
+ * Every op is cut into slices of its `slice` bytes (the caller sets it: the tuner's slice
+ * on the device model, at most the FIFO slot). Both sides of every message cut it alike,
+ * so message k of a connection has the same length at both ends.
  */
 #ifndef BRAID_EXEC_LOWER_H
 #define BRAID_EXEC_LOWER_H

@@ -12,6 +12,11 @@
  *            launched it fails saying it waits for the GPU
  *   abort    the same stalled kernel, BRAID_TIMEOUT long: ncclCommAbort of each rank, from
  *            a thread of its own, returns within 1 s, and the streams are released
+ *   calib    braid's first kernel, the device calibration's at init, never ends: the
+ *            communicators' init fails within BRAID_TIMEOUT, saying so
+ *
+ * The cases but calib make their communicators with BRAID_CALIBRATE=0, so that braid's
+ * first kernel is their all-reduce's.
  *
  * Both ranks are communicators of one process (ncclCommInitAll), so each case decides what
  * each rank does. Each case runs in a child process forked before anything touches the
@@ -274,17 +279,36 @@ static void case_abort(void)
     }
 }
 
+static void case_calib(void)
+{
+    ncclComm_t comms[2];
+    char log[600];
+    snprintf(log, sizeof(log), "%s/stderr.log.%%p", dir);  /* each rank's error, read below */
+    setenv("NCCL_DEBUG", "WARN", 1);
+    setenv("NCCL_DEBUG_FILE", log, 1);
+    double t0 = now_s();
+    ncclResult_t res = ncclCommInitAll(comms, 2, NULL);
+    double took = now_s() - t0;
+    expect(res != ncclSuccess && took < 30, "calib: ncclCommInitAll fails (%s) after %.1f s",
+           ncclGetErrorString(res), took);
+    expect(stderr_says("the device calibration's work on its GPU engine's stream has not "
+                       "finished after 2 s (BRAID_TIMEOUT)", 5),
+           "calib: the stalled rank's error says its device calibration never ended");
+}
+
 /* ---- the parent: one child per case ----------------------------------------------------- */
 
 static const struct {
     const char *name;
     void (*run)(void);
     const char *timeout, *stall;    /* BRAID_TIMEOUT, BRAID_EMU_STALL_LAUNCH (NULL: unset) */
+    const char *calibrate;          /* BRAID_CALIBRATE */
 } cases[] = {
-    { "late", case_late, TIMEOUT_S, NULL },
-    { "stream", case_stream, TIMEOUT_S, NULL },
-    { "stall", case_stall, TIMEOUT_S, "1" },
-    { "abort", case_abort, "60", "1" },
+    { "late", case_late, TIMEOUT_S, NULL, "0" },
+    { "stream", case_stream, TIMEOUT_S, NULL, "0" },
+    { "stall", case_stall, TIMEOUT_S, "1", "0" },
+    { "abort", case_abort, "60", "1", "0" },
+    { "calib", case_calib, TIMEOUT_S, "1", "1" },
 };
 
 static void child(int i)
@@ -297,6 +321,7 @@ static void child(int i)
     snprintf(path, sizeof(path), "%s/flight.%%p.txt", dir);
     setenv("BRAID_FLIGHT_RECORDER_FILE", path, 1);
     setenv("BRAID_TIMEOUT", cases[i].timeout, 1);
+    setenv("BRAID_CALIBRATE", cases[i].calibrate, 1);
     if (cases[i].stall != NULL)
         setenv("BRAID_EMU_STALL_LAUNCH", cases[i].stall, 1);
     cases[i].run();

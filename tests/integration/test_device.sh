@@ -102,9 +102,11 @@ run "all_reduce_perf --host-buffers, 2 processes" 180 \
 # its own watchdog: 120 s
 run "device_fault: abort, async error, mixed buffers, finalize" 180 "$fault"
 # each case bounded by the program itself (60 s)
-run "device_stall: a late rank, a stream and a kernel that never finish, abort meanwhile" \
-    300 "$stall"
-run "device_stall on the host engine (BRAID_P2P=0)" 300 env BRAID_P2P=0 "$stall"
+run "device_stall: a late rank, a stream and a kernel that never finish, abort meanwhile, \
+a device calibration that never ends" 300 "$stall"
+# the host engine times no device: no calib case
+run "device_stall on the host engine (BRAID_P2P=0)" 300 env BRAID_P2P=0 "$stall" late stream \
+    stall abort
 # its own watchdog: 120 s
 run "device_kill: a rank killed in the middle of a device all-reduce" 180 "$kill"
 # each case bounded by the program itself (25 s)
