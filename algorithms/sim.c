@@ -203,29 +203,13 @@ static void sim_msg(braid_sim_result_t *res, const char *fmt, ...)
     va_end(ap);
 }
 
-static braid_status_t sim_sched_copy(const braid_sched_t *from, braid_sched_t *to)
-{
-    braid_sched_init(to, from->align);
-    to->scratch_bytes = from->scratch_bytes;
-    for (int i = 0; i < from->nsteps; i++) {
-        const braid_step_t *st = &from->steps[i];
-        if (st->pull_peer >= 0)
-            BRAID_CHECK(braid_sched_pull(to, st->pull_peer, st->pull, st->src, st->dst,
-                                         st->bytes, st->flags));
-        else
-            BRAID_CHECK(braid_sched_add(to, st->recv_peer, st->send_peer, st->src, st->dst,
-                                        st->bytes, st->flags));
-    }
-    return BRAID_OK;
-}
-
 /* Build the op of one call (schedule, buffers, connections) and start it. */
 static braid_status_t sim_op_start(sim_world_t *w, braid_sim_call_t *c, braid_op_t *op)
 {
     size_t es = braid_dtype_size(c->coll.dtype);
     memset(op, 0, sizeof(*op));
     if (c->sched != NULL)
-        BRAID_CHECK(sim_sched_copy(c->sched, &op->sched));
+        BRAID_CHECK(braid_sched_copy(c->sched, &op->sched));
     else
         BRAID_CHECK(braid_algo_build(&c->coll, &op->sched, NULL));
     sim_connect(w, c->rank, &op->sched);

@@ -104,29 +104,12 @@ const braid_sim_order_t braid_sim_order_lower = {
     .end = lower_iter_end,
 };
 
-/* A copy of a given schedule (its pulls too: ser_op_build refuses them). */
-static braid_status_t ser_sched_copy(const braid_sched_t *from, braid_sched_t *to)
-{
-    braid_sched_init(to, from->align);
-    to->scratch_bytes = from->scratch_bytes;
-    for (int i = 0; i < from->nsteps; i++) {
-        const braid_step_t *st = &from->steps[i];
-        if (st->pull_peer >= 0)
-            BRAID_CHECK(braid_sched_pull(to, st->pull_peer, st->pull, st->src, st->dst,
-                                         st->bytes, st->flags));
-        else
-            BRAID_CHECK(braid_sched_add(to, st->recv_peer, st->send_peer, st->src, st->dst,
-                                        st->bytes, st->flags));
-    }
-    return BRAID_OK;
-}
-
 /* The schedule and headers of one call's op. */
 static braid_status_t ser_op_build(const ser_world_t *w, const braid_sim_call_t *c,
                                    braid_op_t *op)
 {
     if (c->sched != NULL)
-        BRAID_CHECK(ser_sched_copy(c->sched, &op->sched));
+        BRAID_CHECK(braid_sched_copy(c->sched, &op->sched));
     else
         BRAID_CHECK(braid_algo_build(&c->coll, &op->sched, NULL));
     for (int i = 0; i < op->sched.nsteps; i++) {

@@ -111,3 +111,19 @@ braid_status_t braid_sched_token_recv(braid_sched_t *s, int peer, size_t call_by
     return braid_sched_add(s, peer, -1, braid_ref_none(), braid_ref_none(), BRAID_TOKEN_BYTES,
                            BRAID_STEP_TOKEN);
 }
+
+braid_status_t braid_sched_copy(const braid_sched_t *from, braid_sched_t *to)
+{
+    braid_sched_init(to, from->align);
+    to->scratch_bytes = from->scratch_bytes;
+    for (int i = 0; i < from->nsteps; i++) {
+        const braid_step_t *st = &from->steps[i];
+        if (st->pull_peer >= 0)
+            BRAID_CHECK(braid_sched_pull(to, st->pull_peer, st->pull, st->src, st->dst,
+                                         st->bytes, st->flags));
+        else
+            BRAID_CHECK(braid_sched_add(to, st->recv_peer, st->send_peer, st->src, st->dst,
+                                        st->bytes, st->flags));
+    }
+    return BRAID_OK;
+}

@@ -167,6 +167,9 @@ braid_status_t braid_sched_pull(braid_sched_t *s, int peer, braid_ref_t from, br
                                 braid_ref_t dst, size_t bytes, uint32_t flags);
 /* Mark that the next step added starts a new stage. */
 void braid_sched_stage(braid_sched_t *s);
+/* `to` (not initialised) made a copy of `from`'s steps and scratch (the simulators run
+ * the copy of a schedule several ranks share). */
+braid_status_t braid_sched_copy(const braid_sched_t *from, braid_sched_t *to);
 
 /*
  * Root tokens: in a rooted collective some ranks would receive nothing (a broadcast's or
