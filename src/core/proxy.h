@@ -22,7 +22,7 @@ typedef struct braid_proxy_ticket {
 
 /* At init, where a GPU backend is in use: the comm's proxy with its completion word and
  * its device executor on `ordinal`, made now, on this thread, so that its calls allocate
- * nothing and load no kernel (src/device/slice.c). An executor that cannot be made is no
+ * nothing and load no kernel (src/exec/dev_slice.c). An executor that cannot be made is no
  * error here: host calls work, and device calls try again and fail with its reason. */
 braid_status_t braid_proxy_prepare(braid_comm_t *comm, int ordinal);
 /* Queue ops of one communicator (heap ops, entered; a call or a group's) for its proxy on

@@ -16,7 +16,7 @@
 
 /*
  * Running schedules on device buffers: the executor's slice computation as kernels on an
- * internal stream (src/device/slice.c). One braid_device_exec_t per communicator, made with
+ * internal stream (src/exec/dev_slice.c). One braid_device_exec_t per communicator, made with
  * it: everything a real driver may serialise behind a lock (allocation, pinned memory,
  * module and kernel loads) happens at create, on the thread that makes the communicator,
  * or in braid_device_exec_reserve on a calling thread, never while the proxy runs device
@@ -90,8 +90,8 @@ braid_status_t braid_device_exec_read(braid_device_exec_t *dx, void *dst, const 
 /*
  * Scratch buffers (at most BRAID_DEVICE_SCRATCH_MAX). On the calling thread, before a job
  * is queued: make sure that the executor keeps a buffer of at least sizes[i] for each i
- * at once (allocating what it lacks, there and then). On the thread that runs the job: take one (the smallest that
- * fits; never allocates) and give it back. Buffers are kept: freeing device memory waits
+ * at once (allocating what it lacks, there and then). On the thread that runs the job:
+ * take one (the smallest that fits; never allocates) and give it back. Buffers are kept: freeing device memory waits
  * for the whole device.
  */
 #define BRAID_DEVICE_SCRATCH_MAX 16

@@ -116,7 +116,7 @@ static void view_block(const braid_op_t *op, const braid_step_t *st, char *out, 
         view_scatter(dst, edst, b, out != NULL ? w : vt, out != NULL ? out : val);
 }
 
-/* The same slice with device tensors: kernels on the op's device (src/device/slice.c). */
+/* The same slice with device tensors: kernels on the op's device (src/exec/dev_slice.c). */
 static braid_status_t view_slice_device(const braid_op_t *op, const braid_step_t *st,
                                         char *out, const char *in, size_t esrc, size_t edst,
                                         size_t n)

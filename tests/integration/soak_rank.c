@@ -48,7 +48,7 @@
 /* The descriptors of device memory on braid's emulated driver (emu/emu_mem.c),
  * and how many more of them a communicator may come to keep after the warm-up: its device
  * executor keeps up to 16 scratch buffers, made as bigger or more concurrent ones are
- * needed (src/device/slice.c). The split and final destroys must give back every one. */
+ * needed (src/exec/dev_slice.c). The split and final destroys must give back every one. */
 #define EMU_DEVICE_MEMFD "memfd:braid-emu-device"
 #define DEV_SCRATCH_KEPT 16
 #define MAX_SAMPLES 8192        /* of resident memory per epoch: 36 hours at 1 kHz */

@@ -1,5 +1,5 @@
 /*
- * Bucket plans' slices on a device (braid_device_exec_view_slice, src/device/slice.c) on
+ * Bucket plans' slices on a device (braid_device_exec_view_slice, src/exec/dev_slice.c) on
  * braid's emulated CUDA driver, bit for bit against a reference written here from the host
  * kernels (braid_kern_cast, braid_kern_reduce), one element at a time as exec_view.c
  * defines the result:

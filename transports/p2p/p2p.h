@@ -8,13 +8,12 @@
  *     FIFO from local rank 0 | ... | FIFO from local rank m-1 ]
  *
  * (a 128-byte line per counter; a 32-byte message record per slot, each FIFO's rounded up
- * to lines;
- * nslots slots of slot_size bytes per FIFO; a rank's own FIFO too, for sends to itself),
- * and maps every other local rank's arena: a plain pointer where the peer is a thread of
- * this process (with peer access where it runs on another device), a CUDA or HIP IPC
- * handle where it is another process, on the same GPU or another that the runtime lets it
- * reach. The connections (transport.h: braid_dconn_t) put each
- * counter with the rank that waits on it.
+ * to lines; nslots slots of slot_size bytes per FIFO; a rank's own FIFO too, for sends to
+ * itself), and maps every other local rank's arena: a plain pointer where the peer is a
+ * thread of this process (with peer access where it runs on another device), a CUDA or
+ * HIP IPC handle where it is another process, on the same GPU or another that the runtime
+ * lets it reach. The connections (transport.h: braid_dconn_t) put each counter with the rank that
+ * waits on it.
  *
  * All ranks agree: the FIFOs are used only where every rank of the communicator is on this
  * host, would make them (a GPU backend, BRAID_P2P=1) and made and mapped them all; else
@@ -22,8 +21,8 @@
  *
  * Memory per rank: nlocal FIFOs of BRAID_P2P_NSLOTS slots of BRAID_P2P_SLOT_SIZE bytes (rank
  * 0's settings), plus 2 * nlocal * 128 bytes of counters and nlocal * 32 * nslots bytes
- * of records (rounded up to 128); slots shrink (to 64K at least)
- * so that the arena stays within BRAID_P2P_MEM.
+ * of records (rounded up to 128); slots shrink (to 64K at least) so that the arena stays
+ * within BRAID_P2P_MEM.
  */
 #ifndef BRAID_TRANSPORTS_P2P_H
 #define BRAID_TRANSPORTS_P2P_H
