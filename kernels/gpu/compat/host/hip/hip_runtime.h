@@ -30,9 +30,6 @@
  * time for no speed the tests notice */
 #define __forceinline__ inline
 
-/* a host thread's stores are seen in order by the others once it fences */
-#define __threadfence_system() __atomic_thread_fence(__ATOMIC_SEQ_CST)
-
 #define threadIdx braid_emu_threadIdx
 #define blockIdx braid_emu_blockIdx
 #define blockDim braid_emu_blockDim
