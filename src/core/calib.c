@@ -314,20 +314,24 @@ static braid_status_t calib_host(braid_comm_t *comm, braid_model_t *m)
  * slice-step costs a launch and a batch of memory operations, and each extra slice of a
  * message one more; a message's latency, a hand-over between streams (timed between two of
  * this process: one between processes may cost more); a byte of a hop, the kernel's copy
- * into the peer's FIFO,
- * also a local copy's; gamma, what a reduction takes beyond a copy. The network's figures
- * stay the host model's (the engine runs only between the ranks of a host).
+ * into the peer's FIFO, also a local copy's; gamma, what a reduction takes beyond a copy.
+ * A step, hand-over or copy timed as nothing (the clock could not tell twice the work from
+ * once) keeps the documented figure. The network's figures stay the host model's (the
+ * engine runs only between the ranks of a host).
  */
 static void calib_device_model(const braid_gpu_rates_t *r, const braid_model_t *host,
                                size_t slice, braid_model_t *m)
 {
     *m = braid_model_device;
-    m->step = r->launch_us + r->batch_us;
+    if (r->launch_us + r->batch_us > 0)
+        m->step = r->launch_us + r->batch_us;
     for (int l = 0; l < BRAID_LINK_NCLASSES; l++) {
         if (l == BRAID_LINK_NET)
             continue;
-        m->alpha[l] = r->handover_us;
-        m->beta[l] = r->copy_us_per_byte;
+        if (r->handover_us > 0)
+            m->alpha[l] = r->handover_us;
+        if (r->copy_us_per_byte > 0)
+            m->beta[l] = r->copy_us_per_byte;
         m->slice_cost[l] = m->step;
     }
     m->alpha[BRAID_LINK_NET] = host->alpha[BRAID_LINK_NET];

@@ -334,19 +334,22 @@ static braid_status_t measure_time(braid_gpu_t *g, int kind, int reps, const cha
 braid_status_t braid_gpu_measure(braid_gpu_t *g, braid_status_t (*sync)(void *arg),
                                  const braid_device_wait_t *w, braid_gpu_rates_t *r)
 {
+    /* read from this rank's own FIFO (for sends to itself, which nothing writes now),
+     * written into the next rank's FIFO from this one (which nothing reads now) */
     int peer = (g->rank + 1) % g->nranks;
-    const braid_dconn_t *from = g->recv[peer], *to = g->send[peer];
-    size_t bytes = from->slot_size * from->nslots, to_bytes = to->slot_size * to->nslots;
+    const braid_dconn_t *from = g->recv[g->rank], *to = g->send[peer];
     double t[MEASURE_KINDS][2];
-    if (peer == g->rank)
+    if (peer == g->rank || from == NULL || to == NULL)
         return braid_err(BRAID_ERR_INTERNAL, "the GPU engine's timing needs a peer");
+    size_t bytes = from->slot_size * from->nslots, to_bytes = to->slot_size * to->nslots;
     bytes = bytes / 2 < to_bytes ? bytes / 2 : to_bytes;   /* two inputs in the FIFO */
     bytes = (bytes < MEASURE_BYTES ? bytes : MEASURE_BYTES) / 64 * 64;
     void *saved = NULL;
     BRAID_CHECK(g->ops->ctx_get(&saved));
     if (saved != g->ctx)
         BRAID_CHECK(g->ops->ctx_set(g->ctx));
-    braid_status_t st = BRAID_OK;
+    /* the source written once (memory never written reads as one zero page, in cache) */
+    braid_status_t st = g->ops->memset_async(from->slots, 0, 2 * bytes, g->stream);
     /* a first, untimed run of each kind touches the memory (a first write faults pages
      * in); a barrier before each timing keeps the ranks at the same kind */
     for (int kind = 0; kind < MEASURE_KINDS && st == BRAID_OK; kind++)

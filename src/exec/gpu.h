@@ -107,8 +107,8 @@ int braid_gpu_ordinal(const braid_gpu_t *g);
  * tuner's device model, src/core/calib.c): per kernel launch and per batch of stream
  * memory operations (a write and a wait), queued back to back; per hand-over, half a round
  * trip between two streams that each wait for the other's write; per byte a slice's kernel
- * copies from this rank's FIFO into a peer's, and per byte a reduction of two inputs takes
- * beyond a copy's, on `bytes` (half the FIFO, 4 MiB at most). Every rank of the
+ * copies from this rank's own FIFO into a peer's, and per byte a reduction of two inputs
+ * takes beyond a copy's, on `bytes` (half the FIFO, 4 MiB at most). Every rank of the
  * communicator times it at once, each timing after a sync(w->arg) of them all (a
  * barrier), so that ranks sharing a device share its memory's bandwidth as in a
  * collective. Each wait for the stream is bounded by w (a timeout marks the device stuck).
