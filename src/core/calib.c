@@ -312,8 +312,8 @@ static braid_status_t calib_host(braid_comm_t *comm, braid_model_t *m)
 /*
  * The device model of a communicator on the GPU engine, from its rates (gpu.h): a
  * slice-step costs a launch and a batch of memory operations, and each extra slice of a
- * message one more; a message's latency, a hand-over between streams (timed between two of
- * this process: one between processes may cost more); a byte of a hop, the kernel's copy
+ * message one more; a message's latency, a hand-over between ranks (a lap of their ring
+ * over the engine's connections, per rank); a byte of a hop, the kernel's copy
  * into the peer's FIFO, also a local copy's; gamma, what a reduction takes beyond a copy.
  * A step, hand-over or copy timed as nothing (the clock could not tell twice the work from
  * once) keeps the documented figure. The network's figures stay the host model's (the

@@ -46,8 +46,7 @@ _Static_assert(GPU_POSTS + 3 <= BRAID_MEM_OPS_MAX, "a batch of posts and waits")
  * and a mismatched message's record then (its step's mark << 32) | 1 (the host clears
  * the last word once it has seen it; the stream waits for that at the job's end). */
 typedef struct gpu_words {
-    uint32_t done, release, progress, timing, ping, pong, pad[2];   /* timing, ping, pong:
-                                                                     * braid_gpu_measure's */
+    uint32_t done, release, progress, timing;   /* timing: braid_gpu_measure's */
     uint64_t bad[BRAID_MSG_WORDS + 1];
 } gpu_words_t;
 
@@ -65,7 +64,7 @@ struct braid_gpu {
     int ordinal, rank, nranks;
     void *ctx;                      /* the context it was made in, made current to queue */
     void *stream;                   /* the communicator's */
-    void *side;                     /* braid_gpu_release's writes; braid_gpu_measure's pongs */
+    void *side;                     /* braid_gpu_release's writes */
     void *idle;                     /* recorded by destroy, to wait for the stream */
     braid_dev_kernels_t *k;
     braid_dconn_t **send, **recv;   /* [nranks] */
@@ -102,8 +101,6 @@ static void *word_dev(const braid_gpu_t *g, size_t off)
 #define W_RELEASE offsetof(gpu_words_t, release)
 #define W_PROGRESS offsetof(gpu_words_t, progress)
 #define W_TIMING offsetof(gpu_words_t, timing)
-#define W_PING offsetof(gpu_words_t, ping)
-#define W_PONG offsetof(gpu_words_t, pong)
 #define W_BAD offsetof(gpu_words_t, bad)
 #define W_BAD_MARK (W_BAD + BRAID_MSG_WORDS * sizeof(uint64_t))
 
@@ -275,12 +272,35 @@ int braid_gpu_destroy(braid_gpu_t *g, double wait_s)
 #define MEASURE_TRIES 2             /* timings of each; the fastest counts */
 #define MEASURE_BYTES (4u << 20)    /* a copy's, at most: more than a CPU's cache */
 
-enum { MEASURE_EMPTY, MEASURE_BATCH, MEASURE_PING, MEASURE_COPY, MEASURE_REDUCE,
+enum { MEASURE_EMPTY, MEASURE_BATCH, MEASURE_LAP, MEASURE_COPY, MEASURE_REDUCE,
        MEASURE_KINDS };
 
+/* A lap of the ranks' ring: each rank's stream waits for a message of no bytes from the
+ * previous rank and sends one to the next (rank 0 sends first), through the connections'
+ * own counters, so that every hand-over crosses between ranks as a collective's do
+ * (between processes where the ranks are; the messages count as the connections'). */
+static braid_status_t measure_lap(braid_gpu_t *g)
+{
+    braid_dconn_t *sc = g->send[(g->rank + 1) % g->nranks];
+    braid_dconn_t *rc = g->recv[(g->rank + g->nranks - 1) % g->nranks];
+    uint32_t ks = sc->msgs++, kr = rc->msgs++;
+    braid_mem_op_t send[2] = {
+        { .addr = sc->wait, .value = ks + 1 - sc->nslots },
+        { .addr = sc->post, .value = ks + 1, .kind = BRAID_MEM_WRITE },
+    };
+    braid_mem_op_t recv[2] = {
+        { .addr = rc->wait, .value = kr + 1 },
+        { .addr = rc->post, .value = kr + 1, .kind = BRAID_MEM_WRITE },
+    };
+    braid_mem_op_t b[4];
+    memcpy(b, g->rank == 0 ? send : recv, sizeof(send));
+    memcpy(b + 2, g->rank == 0 ? recv : send, sizeof(send));
+    return g->ops->stream_mem_ops(g->stream, b, 4);
+}
+
 /* Queue one operation of the kind: a kernel of no bytes; a batch of a write and a wait;
- * a round trip between the stream and the side stream (each waits for the other's
- * write); a slice's copy or reduction of `bytes` from this rank's FIFO into a peer's. */
+ * a lap of the ring; a slice's copy or reduction of `bytes` from this rank's FIFO into a
+ * peer's. */
 static braid_status_t measure_one(braid_gpu_t *g, int kind, const char *in, char *out,
                                   size_t bytes, uint32_t n)
 {
@@ -289,22 +309,16 @@ static braid_status_t measure_one(braid_gpu_t *g, int kind, const char *in, char
                                    .dtype = BRAID_FP32, .op = BRAID_OP_SUM,
                                    .reduce = kind == MEASURE_REDUCE };
     braid_mem_op_t a[2] = {
-        { .addr = word_dev(g, kind == MEASURE_PING ? W_PING : W_TIMING), .value = n,
-          .kind = BRAID_MEM_WRITE },
-        { .addr = word_dev(g, kind == MEASURE_PING ? W_PONG : W_TIMING), .value = n },
-    };
-    braid_mem_op_t b[2] = {
-        { .addr = word_dev(g, W_PING), .value = n },
-        { .addr = word_dev(g, W_PONG), .value = n, .kind = BRAID_MEM_WRITE },
+        { .addr = word_dev(g, W_TIMING), .value = n, .kind = BRAID_MEM_WRITE },
+        { .addr = word_dev(g, W_TIMING), .value = n },
     };
     switch (kind) {
     case MEASURE_EMPTY:
         return braid_dev_kernels_check(g->k, &k, g->stream);
-    case MEASURE_PING:
-        BRAID_CHECK(g->ops->stream_mem_ops(g->side, b, 2));
-        /* fall through */
     case MEASURE_BATCH:
         return g->ops->stream_mem_ops(g->stream, a, 2);
+    case MEASURE_LAP:
+        return measure_lap(g);
     default:
         return braid_dev_kernels_slice(g->k, &k, g->stream);
     }
@@ -321,8 +335,6 @@ static braid_status_t measure_time(braid_gpu_t *g, int kind, int reps, const cha
         double t0 = braid_now();
         for (int i = 0; i < reps; i++)
             BRAID_CHECK(measure_one(g, kind, in, out, bytes, ++g->timing));
-        /* the stream's end is the side stream's too: its last wait is for the side's
-         * last write */
         BRAID_CHECK(g->ops->event_record(g->idle, g->stream));
         BRAID_CHECK(braid_device_event_wait(g->idle, w));
         double us = (braid_now() - t0) * 1e6;
@@ -373,7 +385,7 @@ braid_status_t braid_gpu_measure(braid_gpu_t *g, braid_status_t (*sync)(void *ar
     double reduce = per[MEASURE_REDUCE] - per[MEASURE_EMPTY];
     r->launch_us = per[MEASURE_EMPTY];
     r->batch_us = per[MEASURE_BATCH];
-    r->handover_us = per[MEASURE_PING] / 2;
+    r->handover_us = per[MEASURE_LAP] / g->nranks;
     r->copy_us_per_byte = (copy > 0 ? copy : 0) / (double)bytes;
     r->reduce_us_per_byte = (reduce > copy ? reduce - copy : 0) / (double)bytes;
     r->bytes = bytes;

@@ -103,10 +103,11 @@ uint32_t braid_gpu_issued(const braid_gpu_t *g);
 /* The device it runs on. */
 int braid_gpu_ordinal(const braid_gpu_t *g);
 /*
- * What the engine's device costs, timed on its streams (at init, before any job: the
+ * What the engine's device costs, timed on its stream (at init, before any job: the
  * tuner's device model, src/core/calib.c): per kernel launch and per batch of stream
- * memory operations (a write and a wait), queued back to back; per hand-over, half a round
- * trip between two streams that each wait for the other's write; per byte a slice's kernel
+ * memory operations (a write and a wait), queued back to back; per hand-over, a lap of
+ * the ranks' ring of messages of no bytes over the connections, divided by the ranks (the
+ * lap crosses between them, as a collective's messages do); per byte a slice's kernel
  * copies from this rank's own FIFO into a peer's, and per byte a reduction of two inputs
  * takes beyond a copy's, on `bytes` (half the FIFO, 4 MiB at most). Every rank of the
  * communicator times it at once, each timing after a sync(w->arg) of them all (a
