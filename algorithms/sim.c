@@ -192,8 +192,7 @@ static void sim_world_free(sim_world_t *w)
     free(w->recv_conns);
 }
 
-static void sim_msg(braid_sim_result_t *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sim_msg(braid_sim_result_t *res, const char *fmt, ...)
+void braid_sim_msg(braid_sim_result_t *res, const char *fmt, ...)
 {
     size_t used = strlen(res->msg);
     va_list ap;
@@ -230,16 +229,16 @@ static braid_status_t sim_op_start(sim_world_t *w, braid_sim_call_t *c, braid_op
 
 static void sim_report_stuck(braid_op_t *ops, braid_sim_call_t *calls, int ncalls, braid_sim_result_t *res)
 {
-    sim_msg(res, "deadlock: no rank can move; stuck:");
+    braid_sim_msg(res, "deadlock: no rank can move; stuck:");
     for (int i = 0; i < ncalls; i++) {
         const braid_op_t *op = &ops[i];
         if (op->done)
             continue;
         const braid_step_t *st = &op->sched.steps[op->step];
-        sim_msg(res, " [rank %d %s step %d/%d slice %zu: recv from %d, send to %d, pull from "
-                "%d]", calls[i].rank, braid_coll_name(calls[i].coll.kind), op->step,
-                op->sched.nsteps, op->iter, (int)st->recv_peer, (int)st->send_peer,
-                (int)st->pull_peer);
+        braid_sim_msg(res, " [rank %d %s step %d/%d slice %zu: recv from %d, send to %d, "
+                "pull from %d]", calls[i].rank, braid_coll_name(calls[i].coll.kind),
+                op->step, op->sched.nsteps, op->iter, (int)st->recv_peer,
+                (int)st->send_peer, (int)st->pull_peer);
     }
 }
 
@@ -290,8 +289,8 @@ static int sim_drive_loop(sim_world_t *w, braid_op_t *ops, braid_sim_call_t *cal
             if (st < 0) {
                 res->st = st;
                 res->rank = calls[i].rank;
-                sim_msg(res, "rank %d failed at step %d: %s%s%s", calls[i].rank, op->step,
-                        braid_err_last(), w->misuse[0] ? "; " : "", w->misuse);
+                braid_sim_msg(res, "rank %d failed at step %d: %s%s%s", calls[i].rank,
+                        op->step, braid_err_last(), w->misuse[0] ? "; " : "", w->misuse);
                 return 1;
             }
             if (op->done)
@@ -329,7 +328,7 @@ static int sim_exec_run(braid_op_t *ops, int ncalls, braid_sim_result_t *res)
     res->st = braid_exec_run(list, ncalls);
     free(list);
     if (res->st != BRAID_OK)
-        sim_msg(res, "braid_exec_run failed: %s", braid_err_last());
+        braid_sim_msg(res, "braid_exec_run failed: %s", braid_err_last());
     return res->st != BRAID_OK;
 }
 
@@ -355,8 +354,9 @@ static int sim_check_drained(sim_world_t *w, braid_sim_result_t *res)
         if (f == NULL ||
             (f->tail - f->head == sim_tokens_owed(w, f) && !f->send_held && !f->recv_held))
             continue;
-        sim_msg(res, "fifo %d->%d left with %llu unreceived messages%s%s; ", f->from, f->to,
-                (unsigned long long)(f->tail - f->head), f->send_held ? ", a send slot held" : "",
+        braid_sim_msg(res, "fifo %d->%d left with %llu unreceived messages%s%s; ", f->from,
+                f->to, (unsigned long long)(f->tail - f->head),
+                f->send_held ? ", a send slot held" : "",
                 f->recv_held ? ", a receive slot held" : "");
         bad = 1;
     }
@@ -384,7 +384,8 @@ int braid_sim_run(const braid_sim_cfg_t *cfg, int nranks, braid_sim_call_t *call
         if (st < 0) {
             res->st = st;
             res->rank = calls[started].rank;
-            sim_msg(res, "rank %d could not start: %s", calls[started].rank, braid_err_last());
+            braid_sim_msg(res, "rank %d could not start: %s", calls[started].rank,
+                    braid_err_last());
             braid_sched_free(&ops[started].sched);
             goto out;
         }

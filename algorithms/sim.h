@@ -95,6 +95,10 @@ typedef struct braid_sim_order {
 /* The engine's order: braid_lower_begin / braid_lower_next themselves. */
 extern const braid_sim_order_t braid_sim_order_lower;
 
+/* Append to res->msg, cut at its size. */
+void braid_sim_msg(braid_sim_result_t *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* braid_sim_run in serial mode, whatever cfg->serial says (the calls' buffers are unused). */
 int braid_sim_serial_run(const braid_sim_cfg_t *cfg, int nranks, const braid_sim_call_t *calls,
                          int ncalls, braid_sim_result_t *res);

@@ -9,8 +9,6 @@
  * One thread drives the ranks in turn, each as far as it can go; a pass in which none goes
  * while some are not done is a deadlock. The result depends on nothing but the calls.
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,18 +48,6 @@ typedef struct ser_world {
     ser_rank_t *ranks;          /* [n] */
     braid_sim_result_t *res;
 } ser_world_t;
-
-static void ser_msg(braid_sim_result_t *res, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void ser_msg(braid_sim_result_t *res, const char *fmt, ...)
-{
-    size_t used = strlen(res->msg);
-    va_list ap;
-    va_start(ap, fmt);
-    if (used < sizeof(res->msg))
-        vsnprintf(res->msg + used, sizeof(res->msg) - used, fmt, ap);
-    va_end(ap);
-}
 
 /* Fail the run for `rank` (-1: several) with `st`; returns 1 for the caller to return. */
 static int ser_fail(ser_world_t *w, int rank, braid_status_t st)
@@ -135,8 +121,8 @@ static int ser_op_slice(ser_world_t *w, int call, braid_op_t *op, size_t slot_si
     op->slice = slot_size;
     if (slot_size % op->sched.align == 0)
         return 0;
-    ser_msg(w->res, "call %d: slots of %zu bytes would cut elements of %zu bytes", call,
-            slot_size, op->sched.align);
+    braid_sim_msg(w->res, "call %d: slots of %zu bytes would cut elements of %zu bytes",
+            call, slot_size, op->sched.align);
     return ser_fail(w, op->rank, BRAID_ERR_INVALID);
 }
 
@@ -162,19 +148,19 @@ static int ser_ops_build(ser_world_t *w, size_t slot_size)
         braid_op_t *op = &w->ops[i];
         braid_sched_init(&op->sched, 1);
         if (c->rank < 0 || c->rank >= w->n) {
-            ser_msg(w->res, "call %d names rank %d of %d", i, c->rank, w->n);
+            braid_sim_msg(w->res, "call %d names rank %d of %d", i, c->rank, w->n);
             return ser_fail(w, c->rank, BRAID_ERR_INVALID);
         }
         braid_status_t st = ser_op_build(w, c, op);
         if (st < 0) {
-            ser_msg(w->res, "rank %d could not build call %d: %s", c->rank, i,
+            braid_sim_msg(w->res, "rank %d could not build call %d: %s", c->rank, i,
                     braid_err_last());
             return ser_fail(w, c->rank, st);
         }
         if (ser_op_slice(w, i, op, slot_size) != 0)
             return 1;
         if (ser_given_init(op, &w->given[i]) != 0) {
-            ser_msg(w->res, "out of memory building call %d", i);
+            braid_sim_msg(w->res, "out of memory building call %d", i);
             return ser_fail(w, c->rank, BRAID_ERR_NOMEM);
         }
         ser_rank_t *rk = &w->ranks[c->rank];
@@ -263,9 +249,9 @@ static int ser_fetch(ser_world_t *w, int r)
     rk->have = w->order->next(rk->iter, it);
     if (!rk->have || ser_item_new(w, rk, it))
         return 0;
-    ser_msg(w->res, "order %s gave rank %d a slice-step that is not a slice of its job, or "
-            "again: op %d step %d bytes [%zu, +%zu)", w->order->name, r, it->op, it->step,
-            it->off, it->len);
+    braid_sim_msg(w->res, "order %s gave rank %d a slice-step that is not a slice of its job, "
+            "or again: op %d step %d bytes [%zu, +%zu)", w->order->name, r, it->op,
+            it->step, it->off, it->len);
     return ser_fail(w, r, BRAID_ERR_INTERNAL);
 }
 
@@ -278,8 +264,8 @@ static int ser_check_given(ser_world_t *w, int r)
         size_t all = g->first[rk->ops[i]->sched.nsteps];
         if (g->count == all)
             continue;
-        ser_msg(w->res, "order %s gave rank %d's op %d (call %d) %zu slice-steps of %zu",
-                w->order->name, r, i, rk->call[i], g->count, all);
+        braid_sim_msg(w->res, "order %s gave rank %d's op %d (call %d) %zu slice-steps of "
+                "%zu", w->order->name, r, i, rk->call[i], g->count, all);
         return ser_fail(w, r, BRAID_ERR_INTERNAL);
     }
     return 0;
@@ -296,8 +282,9 @@ static int ser_mismatch(ser_world_t *w, int r, int from, size_t got, const braid
 {
     const ser_rank_t *rk = &w->ranks[r];
     const braid_op_t *op = rk->ops[rk->it.op];
-    ser_msg(w->res, "message %llu from rank %d to rank %d: %zu bytes of %s seq %llu where "
-            "rank %d's call %d (%s seq %llu) step %d slice [%zu, +%zu) expects %zu bytes",
+    braid_sim_msg(w->res, "message %llu from rank %d to rank %d: %zu bytes of %s seq %llu "
+            "where rank %d's call %d (%s seq %llu) step %d slice [%zu, +%zu) expects %zu "
+            "bytes",
             (unsigned long long)w->fifos[from * w->n + r].head, from, r, got,
             braid_coll_name((braid_coll_kind_t)h->kind), (unsigned long long)h->seq, r,
             rk->call[rk->it.op], braid_coll_name(w->calls[rk->call[rk->it.op]].coll.kind),
@@ -353,7 +340,7 @@ static int ser_rank_run(ser_world_t *w, int r)
 /* Every stuck rank: its call, step, slice and what it waits for. */
 static void ser_report_stuck(ser_world_t *w)
 {
-    ser_msg(w->res, "deadlock: no rank can go; stuck:");
+    braid_sim_msg(w->res, "deadlock: no rank can go; stuck:");
     for (int r = 0; r < w->n; r++) {
         const ser_rank_t *rk = &w->ranks[r];
         if (!rk->have)
@@ -365,15 +352,15 @@ static void ser_report_stuck(ser_world_t *w)
         int in_wait = in != NULL && in->head == in->tail;
         int out_wait = out != NULL && out->tail - out->head == (uint64_t)w->nslots;
         int call = rk->call[rk->it.op];
-        ser_msg(w->res, " [rank %d call %d (%s, op %d of %d) step %d/%d slice [%zu, +%zu):",
-                r, call, braid_coll_name(w->calls[call].coll.kind),
+        braid_sim_msg(w->res, " [rank %d call %d (%s, op %d of %d) step %d/%d slice "
+                "[%zu, +%zu):", r, call, braid_coll_name(w->calls[call].coll.kind),
                 rk->it.op, rk->nops, rk->it.step, op->sched.nsteps, rk->it.off, rk->it.len);
         if (in_wait)
-            ser_msg(w->res, " waits for a message from %d", (int)st->recv_peer);
+            braid_sim_msg(w->res, " waits for a message from %d", (int)st->recv_peer);
         if (out_wait)
-            ser_msg(w->res, "%s waits for a free slot to %d", in_wait ? " and" : "",
+            braid_sim_msg(w->res, "%s waits for a free slot to %d", in_wait ? " and" : "",
                     (int)st->send_peer);
-        ser_msg(w->res, "]");
+        braid_sim_msg(w->res, "]");
     }
 }
 
@@ -407,8 +394,8 @@ static int ser_check_drained(ser_world_t *w)
         const ser_fifo_t *f = &w->fifos[i];
         if (f->head == f->tail)
             continue;
-        ser_msg(w->res, "fifo %d->%d left with %llu unreceived messages; ", i / w->n, i % w->n,
-                (unsigned long long)(f->tail - f->head));
+        braid_sim_msg(w->res, "fifo %d->%d left with %llu unreceived messages; ", i / w->n,
+                i % w->n, (unsigned long long)(f->tail - f->head));
         bad = 1;
     }
     return bad ? ser_fail(w, -1, BRAID_ERR_INTERNAL) : 0;
@@ -421,7 +408,7 @@ static int ser_begin(ser_world_t *w)
         ser_rank_t *rk = &w->ranks[r];
         rk->iter = w->order->begin(rk->ops, rk->nops);
         if (rk->iter == NULL) {
-            ser_msg(w->res, "out of memory starting rank %d's order", r);
+            braid_sim_msg(w->res, "out of memory starting rank %d's order", r);
             return ser_fail(w, r, BRAID_ERR_NOMEM);
         }
         if (ser_fetch(w, r) != 0 || (!rk->have && ser_check_given(w, r) != 0))
@@ -440,13 +427,13 @@ int braid_sim_serial_run(const braid_sim_cfg_t *cfg, int nranks, const braid_sim
     memset(res, 0, sizeof(*res));
     res->rank = -1;
     if (nranks < 1 || cfg->nslots < 1 || cfg->slot_size == 0) {
-        ser_msg(res, "serial run of %d ranks, %d slots of %zu bytes: nothing to run on",
-                nranks, cfg->nslots, cfg->slot_size);
+        braid_sim_msg(res, "serial run of %d ranks, %d slots of %zu bytes: nothing to run "
+                "on", nranks, cfg->nslots, cfg->slot_size);
         res->st = BRAID_ERR_INVALID;
         return 1;
     }
     if (ser_alloc(&w) != 0) {
-        ser_msg(res, "out of memory setting up %d ranks", nranks);
+        braid_sim_msg(res, "out of memory setting up %d ranks", nranks);
         res->st = BRAID_ERR_NOMEM;
     } else if (ser_ops_build(&w, cfg->slot_size) == 0 && ser_begin(&w) == 0 &&
                ser_drive(&w) == 0) {
