@@ -194,7 +194,8 @@ static void report_rank(int r, int status)
     if (is_victim(r))
         printf("soak: rank %d (killed): %ld iterations before its death\n", r, st->iters);
     else if (!ft_exited(status, 0) || !st->done)
-        ft_fail("rank %d ended with status 0x%x (done %d)", r, status, st->done);
+        ft_fail("rank %d ended with status 0x%x (done %d)%s%s", r, status, st->done,
+                st->failed_how[0] ? ": " : "", st->failed_how);
     if (is_victim(r))
         return;
     printf("soak: rank %d: %ld iterations, %ld agreements, %ld collectives (%ld groups, %ld "

@@ -80,6 +80,7 @@ typedef struct soak_stats {
     double noticed_s[SOAK_MAX_KILLS], shrink_s[SOAK_MAX_KILLS];
     int noticed_iter[SOAK_MAX_KILLS];
     char noticed_how[SOAK_MAX_KILLS][SOAK_TEXT];
+    char failed_how[SOAK_TEXT];          /* why it failed (soak_fail), repeated in the report */
     int done;                            /* finished and closed its communicator */
 } soak_stats_t;
 
@@ -111,6 +112,9 @@ typedef struct soak_comm {
 
 /* Where the rank is ("epoch 1 iteration 52"), for failure messages. */
 extern char soak_where[96];
+/* Fail this rank: the text goes to stderr and to its soak_stats_t.failed_how (the launcher
+ * repeats it where a log's tail shows it), and the process exits with status 1. */
+void soak_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Set before the calls of an iteration are issued: the victim's killer thread waits for it. */
 extern volatile int soak_in_call;
 

@@ -410,10 +410,8 @@ static void op_check(const soak_op_t *o, const soak_slot_t *sl, const soak_comm_
     memcpy(&got, recv + bad * sz, sz);
     memcpy(&want, sl->expect + bad * sz, sz);
     op_describe(o, device, what, sizeof(what));
-    fprintf(stderr, "FAIL soak: %s: rank %d of %d: element %zu of %zu is 0x%llx, expected "
-            "0x%llx (%s)\n", soak_where, c->rank, c->nranks, bad, n, (unsigned long long)got,
-            (unsigned long long)want, what);
-    exit(1);
+    soak_fail("rank %d of %d: element %zu of %zu is 0x%llx, expected 0x%llx (%s)", c->rank,
+              c->nranks, bad, n, (unsigned long long)got, (unsigned long long)want, what);
 }
 
 /* ---- one iteration ------------------------------------------------------------------- */

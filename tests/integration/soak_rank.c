@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,12 +128,27 @@ static void fd_list(void)
     closedir(d);
 }
 
+static soak_stats_t *fail_st;   /* this rank's, where soak_fail leaves its text */
+
+void soak_fail(const char *fmt, ...)
+{
+    char text[SOAK_TEXT];
+    int n = snprintf(text, sizeof(text), "%s: ", soak_where[0] ? soak_where : "at its start");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "FAIL soak: %s\n", text);
+    if (fail_st != NULL)
+        memcpy(fail_st->failed_how, text, sizeof(text));
+    exit(1);
+}
+
 static void die(rank_state_t *rs, const char *fmt, const char *detail)
 {
-    fprintf(stderr, "FAIL soak: rank %d (launch rank %d), %s: ", rs->c.rank, rs->me, soak_where);
-    fprintf(stderr, fmt, detail);
-    fputc('\n', stderr);
-    exit(1);
+    char what[SOAK_TEXT];
+    snprintf(what, sizeof(what), fmt, detail);
+    soak_fail("rank %d (launch rank %d): %s", rs->c.rank, rs->me, what);
 }
 
 static uint64_t mix(uint64_t a, uint64_t b)
@@ -445,6 +461,7 @@ int soak_rank_main(int rank, int nranks)
     rank_state_t rs = { .me = rank, .st = &soak_sh->st[rank] };
     soak_stats_t *st = rs.st;
     int k = soak_sh->o.kills;
+    fail_st = st;
     setenv("NCCL_HOSTID", rank < nranks / 2 ? "soak-a" : "soak-b", 1);
     if (soak_coll_setup(&soak_sh->o) != 0)
         die(&rs, "%s", "out of memory for the buffers");
