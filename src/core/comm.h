@@ -57,7 +57,9 @@ struct ncclComm {
     braid_msg_hdr_t coll_hist[BRAID_HDR_HISTORY];   /* their headers, at [seq % that] */
     uint64_t *p2p_send_seq;            /* [nranks] sends issued to each peer */
     uint64_t *p2p_recv_seq;            /* [nranks] receives issued from each peer */
-    uint64_t child_count;              /* splits and shrinks made from this comm */
+    uint64_t child_count;              /* splits that got past their all-gather */
+    uint64_t shrink_count;             /* shrinks (their own count: a rank died in a
+                                        * split's all-gather leaves child_count differing) */
     int check_host_ptrs;               /* check buffers are CPU-readable (device/device.h) */
     int kernel_ranks;                  /* ranks on this kernel (peers' machine_id), self included */
     int kernel_cpus;                   /* CPUs those ranks may run on together (0: unknown) */

@@ -14,10 +14,11 @@ typedef struct split_entry {
     int32_t color, key;
 } split_entry_t;
 
-/* Child tags: the same on all members, distinct per child of one parent. */
-static uint64_t child_tag(braid_comm_t *comm, uint64_t salt)
+/* Child tags: the same on all members, distinct per child of one parent (`count`: the
+ * parent's count of splits or of shrinks). */
+static uint64_t child_tag(uint64_t *count, uint64_t salt)
 {
-    uint64_t x = (++comm->child_count) * 0x9e3779b97f4a7c15ull ^ salt;
+    uint64_t x = (++*count) * 0x9e3779b97f4a7c15ull ^ salt;
     x ^= x >> 31;
     x *= 0xbf58476d1ce4e5b9ull;
     return x ^ (x >> 29);
@@ -53,7 +54,7 @@ braid_status_t braid_comm_split(braid_comm_t *comm, int color, int key,
         goto out;
     }
     BRAID_CHECK_GOTO(st, braid_bootstrap_allgather(comm->bs, &mine, all, sizeof(mine)), out);
-    uint64_t tag = child_tag(comm, (uint64_t)(uint32_t)color);
+    uint64_t tag = child_tag(&comm->child_count, (uint64_t)(uint32_t)color);
     *newcomm_p = NULL;
     if (color < 0)
         goto out;   /* NCCL_SPLIT_NOCOLOR: took part, gets no communicator */
@@ -101,8 +102,8 @@ braid_status_t braid_comm_shrink(braid_comm_t *comm, const int *exclude, int nex
             me = m;
         members[m++] = r;
     }
-    braid_status_t st = child_make(comm, me, m, members, child_tag(comm, 0x5348524bull), cfg,
-                                   newcomm_p);
+    uint64_t tag = child_tag(&comm->shrink_count, 0x5348524bull);
+    braid_status_t st = child_make(comm, me, m, members, tag, cfg, newcomm_p);
     free(members);
     return st;
 }
