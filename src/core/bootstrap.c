@@ -216,6 +216,11 @@ braid_status_t braid_bootstrap_split_create(braid_bootstrap_t *parent, int rank,
     return BRAID_OK;
 }
 
+void braid_bootstrap_watch_parent(braid_bootstrap_t *bs, braid_bootstrap_t *parent)
+{
+    bs->parent = parent != NULL && parent->nranks > 1 ? parent : NULL;
+}
+
 void braid_bootstrap_abort(braid_bootstrap_t *bs)
 {
     uint64_t one = 1;
@@ -274,6 +279,7 @@ braid_status_t braid_bootstrap_join(braid_bootstrap_t *bs)
         st = bs_join_root(bs);
     if (st == BRAID_OK && bs->nranks > 1)
         st = braid_bootstrap_ring_connect(bs);
+    bs->parent = NULL;   /* watched only while the ring is made */
     if (st < 0) {
         bs->failed = st;
         return st;

@@ -88,6 +88,15 @@ braid_status_t braid_bootstrap_split(braid_bootstrap_t *parent, int rank, int nr
 braid_status_t braid_bootstrap_split_create(braid_bootstrap_t *parent, int rank, int nranks,
                                             const int *members, uint64_t tag,
                                             braid_bootstrap_t **bs_p);
+/*
+ * Between split_create and join: the join also ends when a failure notice comes on the
+ * parent's ring. A member that failed the parent's exchange before the split (a rank died
+ * in it: some ranks finished it, others did not) never joins the child, and the members
+ * that wait for it learn why instead of waiting for the timeout. For a split whose parent
+ * stays in this thread's hands until the join returns; not for a shrink, whose parent may
+ * have failed already.
+ */
+void braid_bootstrap_watch_parent(braid_bootstrap_t *bs, braid_bootstrap_t *parent);
 
 /*
  * All-gather `len` bytes from each rank into out (nranks * len bytes, rank order; `mine` may

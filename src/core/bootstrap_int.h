@@ -113,6 +113,9 @@ struct braid_bootstrap {
                                       * that can still complete completes first */
     bs_frame_t notice;               /* the failure notice this rank started or passed on */
     int notice_owed;                 /* ... still to send to rank-1 once its link stands */
+    braid_bootstrap_t *parent;       /* a blocking split's parent while the child's ring is
+                                      * made: a failure notice on its ring ends the wait
+                                      * (braid_bootstrap_watch_parent) */
     int timeout_s;                   /* 0: no limit */
     size_t info_len;
     bs_rec_t *recs;                  /* nranks rows */
@@ -169,6 +172,10 @@ braid_status_t braid_bootstrap_ring_hold(braid_bootstrap_t *bs, const char *what
 void braid_bootstrap_ring_notice(braid_bootstrap_t *bs, int rank, braid_status_t why);
 /* Send rank-1 the notice it is still owed (its link was made after the notice). */
 void braid_bootstrap_ring_notice_owed(braid_bootstrap_t *bs);
+/* A failure notice that reached this rank on the watched parent's ring (bs->parent), passed
+ * on there and recorded as the parent's failure; BRAID_OK when none (data and closes are
+ * left to the parent's next call). */
+braid_status_t braid_bootstrap_parent_notice(braid_bootstrap_t *bs, const char *what);
 
 /* bootstrap_root.c */
 

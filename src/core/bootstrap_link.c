@@ -23,6 +23,7 @@
 #define LINK_HELLO_NS (5 * 1000000000ll)     /* an accepted connection must say who it is */
 #define LINK_ROOT_RETRY_NS (50 * 1000000ll)
 #define LINK_TELL_NS (1000 * 1000000ll)      /* to take rank-1's link after a failure */
+#define LINK_PARENT_NS (50 * 1000000ll)      /* how often a split's wait reads its parent */
 #define LINK_ROOT_TRIES 20                   /* closes before a word: not a previous root */
 
 /* ---- listener ---- */
@@ -448,17 +449,26 @@ static braid_status_t ring_claim_prev(braid_bootstrap_t *bs, const bs_link_hello
     for (;;) {
         int64_t until = bs->back_held && bs->back_held + BS_HOLD_NS < deadline
                             ? bs->back_held + BS_HOLD_NS : deadline;
+        if (bs->parent != NULL && braid_time_ns() + LINK_PARENT_NS < until)
+            until = braid_time_ns() + LINK_PARENT_NS;
         braid_status_t st = link_claim(bs->lis, want, until, bs->abort_fd,
                                        bs->back_held ? -1 : bs->next_fd, &bs->prev_fd);
         if (st == BRAID_OK)
             return st;
-        if (st == BRAID_INPROGRESS)
+        if (st == BRAID_INPROGRESS) {
             BRAID_CHECK(braid_bootstrap_ring_hold(bs, RING_SETUP));
-        else if (st == BRAID_ERR_TIMEOUT && until < deadline)
-            return braid_bootstrap_ring_watch(bs, RING_SETUP);   /* the held notice */
-        else
+        } else if (st == BRAID_ERR_TIMEOUT && until < deadline) {
+            if (bs->back_held && braid_time_ns() >= bs->back_held + BS_HOLD_NS)
+                return braid_bootstrap_ring_watch(bs, RING_SETUP);   /* the held notice */
+            st = braid_bootstrap_parent_notice(bs, "the split that makes this communicator");
+            if (st < 0) {   /* this rank gives up: its ring hears it as its setup's failure */
+                braid_bootstrap_ring_notice(bs, bs->rank, st);
+                return st;
+            }
+        } else {
             return braid_bootstrap_peer_err(bs, st, want->from, RING_SETUP " (waiting for "
                                             "its connection)");
+        }
     }
 }
 
@@ -501,7 +511,9 @@ braid_status_t braid_bootstrap_ring_connect(braid_bootstrap_t *bs)
     st = ring_claim_prev(bs, &want, deadline);
     if (st < 0 && bs->notice.kind == 0)   /* a timeout or abort: no notice went yet */
         braid_bootstrap_ring_notice(bs, st == BRAID_ERR_ABORTED ? bs->rank : prev, st);
-    if (st < 0 && st != BRAID_ERR_ABORTED)
+    /* (after the parent's failure, rank-1 is the member that failed there: a member
+     * connects to its next before it waits, and rank-1's link has not come) */
+    if (st < 0 && st != BRAID_ERR_ABORTED && !(bs->parent != NULL && bs->parent->failed < 0))
         ring_tell_prev(bs, &want);
     return st;
 }

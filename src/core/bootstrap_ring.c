@@ -374,6 +374,32 @@ static braid_status_t ring_watch_prev(braid_bootstrap_t *bs, const char *what)
     return ring_notice_report(bs, NULL, &f, 0, what);
 }
 
+/* A whole failure notice waiting on fd, taken into *f; 0 (nothing taken) for anything else:
+ * nothing yet, data of a later call, a close. */
+static int ring_take_notice(int fd, bs_frame_t *f)
+{
+    if (fd < 0 || recv(fd, f, sizeof(*f), MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof(*f) ||
+        f->kind != BS_FRAME_FAIL)
+        return 0;
+    return recv(fd, f, sizeof(*f), MSG_DONTWAIT) == (ssize_t)sizeof(*f);
+}
+
+braid_status_t braid_bootstrap_parent_notice(braid_bootstrap_t *bs, const char *what)
+{
+    braid_bootstrap_t *p = bs->parent;
+    bs_frame_t f;
+    int backward;
+    if (p == NULL || p->failed < 0)
+        return p == NULL ? BRAID_OK : p->failed;
+    if (p->back_off == 0 && !p->next_gone && ring_take_notice(p->next_fd, &f))
+        backward = 1;
+    else if (ring_take_notice(p->prev_fd, &f))
+        backward = 0;
+    else
+        return BRAID_OK;
+    return p->failed = ring_notice_report(p, NULL, &f, backward, what);
+}
+
 braid_status_t braid_bootstrap_ring_watch(braid_bootstrap_t *bs, const char *what)
 {
     braid_status_t st = BRAID_OK;

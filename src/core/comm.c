@@ -173,6 +173,8 @@ static braid_status_t comm_bootstrap(braid_comm_t *comm, const braid_comm_init_a
     if (a->parent != NULL) {
         BRAID_CHECK(braid_bootstrap_split_create(a->parent->bs, a->rank, a->nranks, a->members,
                                                  a->tag, &bs));
+        if (a->watch_parent)
+            braid_bootstrap_watch_parent(bs, a->parent->bs);
     } else {
         peer_info_fill(&me, a->cudev, braid_tune_hash(&comm->tune));
         BRAID_CHECK(braid_bootstrap_create(&a->uid, a->rank, a->nranks, &me, sizeof(me), &bs));

@@ -91,6 +91,8 @@ typedef struct braid_comm_init_args {
     braid_comm_t *parent;              /* split/shrink: the parent; else NULL */
     const int *members;                /* split/shrink: parent rank of each child rank */
     uint64_t tag;                      /* split/shrink: child tag agreed by the members */
+    int watch_parent;                  /* blocking split: the parent's failure notices end
+                                        * the child's bootstrap (braid_bootstrap_watch_parent) */
 } braid_comm_init_args_t;
 
 /* Allocate a communicator in INITIALIZING state and register it as live. */

@@ -24,14 +24,19 @@ static uint64_t child_tag(uint64_t *count, uint64_t salt)
     return x ^ (x >> 29);
 }
 
+/* A split watches its parent while the child's bootstrap is made, where it is made on this
+ * thread (a blocking one): a member that died in the parent's all-gather of colors may have
+ * left others that finished it waiting for a member that failed it. A shrink's parent has
+ * usually failed already. */
 static braid_status_t child_make(braid_comm_t *comm, int rank, int nranks, const int *members,
-                                 uint64_t tag, const braid_comm_config_t *cfg,
+                                 uint64_t tag, int split, const braid_comm_config_t *cfg,
                                  braid_comm_t **newcomm_p)
 {
     braid_comm_t *child;
     BRAID_CHECK(braid_comm_alloc(cfg, &child));
     braid_comm_init_args_t a = { .rank = rank, .nranks = nranks, .cudev = comm->cudev,
-                                 .parent = comm, .members = members, .tag = tag };
+                                 .parent = comm, .members = members, .tag = tag,
+                                 .watch_parent = split && cfg->blocking };
     braid_status_t st = braid_comm_init(child, &a, !cfg->blocking);
     if (st < 0) {
         braid_comm_unregister(child, "split");
@@ -72,7 +77,7 @@ braid_status_t braid_comm_split(braid_comm_t *comm, int color, int key,
     for (int i = 0; i < m; i++)
         if (members[i] == comm->rank)
             me = i;
-    st = child_make(comm, me, m, members, tag, cfg, newcomm_p);
+    st = child_make(comm, me, m, members, tag, 1, cfg, newcomm_p);
 out:
     free(all);
     free(members);
@@ -103,7 +108,7 @@ braid_status_t braid_comm_shrink(braid_comm_t *comm, const int *exclude, int nex
         members[m++] = r;
     }
     uint64_t tag = child_tag(&comm->shrink_count, 0x5348524bull);
-    braid_status_t st = child_make(comm, me, m, members, tag, cfg, newcomm_p);
+    braid_status_t st = child_make(comm, me, m, members, tag, 0, cfg, newcomm_p);
     free(members);
     return st;
 }

@@ -15,6 +15,7 @@
 #include <net/if.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -580,6 +581,62 @@ static void test_peer_leaves(void **state)
     ranks_assert_ok(a, 4);
 }
 
+/*
+ * A split where one member failed the parent's exchange before it (rank 2 says so on the
+ * parent's ring, as a rank that saw a death there does) and never joins the child: the
+ * members waiting for it learn why from the parent within a second, not at the timeout.
+ */
+static void body_split_watch(rank_arg_t *a)
+{
+    int members[3] = { 0, 1, 2 };
+    atomic_int *done = a->shared;
+    braid_bootstrap_t *child = NULL;
+    CHECK_T(a, braid_bootstrap_barrier(a->bs) == BRAID_OK);
+    if (a->rank == 2) {
+        braid_bootstrap_setup_failed(a->bs, 2, BRAID_ERR_REMOTE);
+        for (int i = 0; i < 3000 && atomic_load(done) < 2; i++)
+            sleep_ms(10);   /* its links stay open: the others read the notice, not a close */
+        return;
+    }
+    double t0 = now_s();
+    CHECK_T(a, braid_bootstrap_split_create(a->bs, a->rank, 3, members, 11, &child) == BRAID_OK);
+    braid_bootstrap_watch_parent(child, a->bs);
+    braid_status_t st = braid_bootstrap_join(child);
+    if (st == BRAID_OK) {   /* rank 1: rank 0's link came; rank 0's notice ends its barrier */
+        for (int i = 0; i < 1000 && atomic_load(done) < 1; i++)
+            sleep_ms(10);   /* the last error is the process's: rank 0 has read its own */
+        st = braid_bootstrap_barrier(child);
+    }
+    char why[512];
+    snprintf(why, sizeof(why), "%s", braid_err_last());
+    braid_bootstrap_destroy(child);
+    atomic_fetch_add(done, 1);
+    /* rank 0 names rank 2; rank 1 too, or rank 0 (from the child's notice) where rank 0's
+     * link came before it read the parent */
+    int named = strstr(why, "rank 2 (host") != NULL ||
+                (a->rank == 1 && strstr(why, "rank 0 (host") != NULL);
+    if (st != BRAID_ERR_REMOTE || !named)
+        print_error("rank %d: status %d: %s\n", a->rank, st, why);
+    CHECK_T(a, st == BRAID_ERR_REMOTE && named);
+    CHECK_T(a, now_s() - t0 < 5.0);
+}
+
+static void test_split_watch(void **state)
+{
+    rank_arg_t a[3];
+    braid_uid_t uid;
+    atomic_int done = 0;
+    (void)state;
+    env_set("BRAID_BOOTSTRAP_TIMEOUT", "20");
+    assert_int_equal(braid_bootstrap_get_uid(&uid), BRAID_OK);
+    ranks_setup(a, &uid, 3, 12, body_split_watch);
+    for (int r = 0; r < 3; r++)
+        a[r].shared = &done;
+    ranks_run(a, 3);
+    ranks_assert_ok(a, 3);
+    env_set("BRAID_BOOTSTRAP_TIMEOUT", "30");
+}
+
 /* A port nobody listens on (closed at once; the race with other programs is harmless). */
 static int free_port(void)
 {
@@ -800,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_nranks_mismatch),
         cmocka_unit_test(test_missing_rank),
         cmocka_unit_test(test_peer_leaves),
+        cmocka_unit_test(test_split_watch),
         cmocka_unit_test(test_comm_id),
         cmocka_unit_test(test_abort_barrier),
         cmocka_unit_test(test_abort_join),
