@@ -118,8 +118,9 @@ static const param_entry_t param_table[] = {
     [BRAID_P_SETUP_PAUSE] = P_STR("SETUP_PAUSE", NULL, "",
         "for fault tests: the process stops itself (SIGSTOP) at these steps of its "
         "communicator setup (comma list; shm: its shared-memory segment made, before the "
-        "others map it; net: its health links up, before it connects over the provider); "
-        "SIGCONT resumes it"),
+        "others map it; net: its health links up, before it connects over the provider; "
+        "device_lap: the device's timing at init, between its first and second lap of the "
+        "ranks' ring, when every rank is past the barrier before them); SIGCONT resumes it"),
     [BRAID_P_FLIGHT_RECORDER] = P_INT("FLIGHT_RECORDER", NULL, "64", 0, 1 << 20,
         "operations each communicator's flight recorder keeps (docs/FLIGHT.md), dumped on "
         "a timeout, a peer's failure, an abort, SIGUSR1 and a fatal signal; 0: off"),

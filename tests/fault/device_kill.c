@@ -11,6 +11,18 @@
  * The others' streams must be released and ncclCommGetAsyncError say ncclRemoteError,
  * naming rank 1, within 15 s of the kill; then ncclCommAbort must return within 5 s.
  *
+ * Then the same 3 processes, with rank 1 killed while the device is timed at init: the
+ * GPU engine's laps of the ranks' ring wait on each rank's stream for the rank before it.
+ * BRAID_SETUP_PAUSE=device_lap stops rank 1 before its second lap (its first has shown
+ * every rank past the barrier before them, so the others go on into the second and wait
+ * there for it); a process it forked before its init kills it once it has stopped. The
+ * others' ncclCommInitRank must fail with ncclRemoteError within 15 s of the kill, saying
+ * that rank 1 died while they timed their device; one of them may instead hear first that
+ * the other failed (a failed rank's released stream lets the lap go on to the next barrier,
+ * where its notice waits), but not both.
+ *
+ *     device_kill [call|calib]    (default: both)
+ *
  * Exit: 0 pass, 1 fail, 77 no driver, 99 setup error.
  */
 #include <dlfcn.h>
@@ -19,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fault_util.h"
 #include "tests/common/cudrv.h"
@@ -99,24 +112,98 @@ static int kill_rank(int rank, int n)
     return 1;
 }
 
-int main(void)
+/* A process of the victim's, forked before its init: kills it once it has stopped at its
+ * BRAID_SETUP_PAUSE step (or leaves when it is gone). */
+static void calib_killer(void)
+{
+    pid_t victim = getpid();
+    fflush(NULL);
+    if (fork() != 0)
+        return;
+    for (double end = ft_now() + 60; ft_now() < end && kill(victim, 0) == 0; ft_sleep(0.001))
+        if (ft_proc_stopped(victim)) {
+            ft_sh->t_event = ft_now();
+            kill(victim, SIGKILL);
+            break;
+        }
+    _exit(0);
+}
+
+static int calib_rank(int rank, int n)
+{
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    setenv("BRAID_CALIBRATE", "1", 1);
+    if (rank == VICTIM) {
+        setenv("BRAID_SETUP_PAUSE", "device_lap", 1);
+        calib_killer();
+    }
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r == ncclSuccess)
+        r = ncclCommInitRank(&comm, n, id, rank);
+    double waited = ft_now() - ft_sh->t_event;
+    ft_record(rank, r, waited);
+    if (r == ncclSuccess)
+        ncclCommAbort(comm);
+    if (rank == VICTIM)
+        ft_fail("rank 1 came out of its init (%s): it was to die in it", ncclGetErrorString(r));
+    else if (r != ncclRemoteError)
+        ft_fail("rank %d: init returned %d (%s), expected ncclRemoteError: %s", rank, (int)r,
+                ncclGetErrorString(r), ft_sh->text[rank]);
+    else if (ft_sh->t_event == 0 || waited > DETECT_LIMIT_S)
+        ft_fail("rank %d: init failed %.1f s after the kill (limit %.0f s)", rank, waited,
+                DETECT_LIMIT_S);
+    else if ((ft_sh->flag[rank] = strstr(ft_sh->text[rank], "rank 1 (pid") != NULL &&
+              strstr(ft_sh->text[rank], "times its device at init") != NULL) == 0 &&
+             strstr(ft_sh->text[rank], "failed its part of the setup") == NULL)
+        ft_fail("rank %d: the error says neither that rank 1 died in the device timing nor "
+                "that another rank failed: %s", rank, ft_sh->text[rank]);
+    else
+        printf("device_kill: calib: rank %d's init failed %.2f s after the kill: %s\n", rank,
+               waited, ft_sh->text[rank]);
+    return 0;
+}
+
+/* Run one case's ranks; rank 1 must have died by SIGKILL (`when`: where), the others
+ * exited 0. */
+static int run_case(int (*fn)(int, int), const char *when)
 {
     int status[NRANKS];
+    if (ft_shared_map() != 0 || ft_launch(NRANKS, fn, 90, status) != 0)
+        return 99;
+    if (!ft_killed(status[VICTIM], SIGKILL) || ft_sh->t_event == 0)
+        ft_fail("rank 1 ended with status 0x%x, not killed %s", status[VICTIM], when);
+    for (int r = 0; r < NRANKS; r++)
+        if (r != VICTIM && !ft_exited(status[r], 0))
+            ft_fail("rank %d ended with status 0x%x", r, status[r]);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "all";
+    int all = strcmp(which, "all") == 0;
     ft_name = "device_kill";
-    ft_watchdog(120);
+    ft_watchdog(240);
+    if (!all && strcmp(which, "call") != 0 && strcmp(which, "calib") != 0) {
+        fprintf(stderr, "usage: device_kill [call|calib]\n");
+        return 99;
+    }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW);   /* no cuInit here: a child forked */
     if (lib == NULL) {                               /* after it could not use the driver */
         printf("device_kill: SKIP: no CUDA driver (libcuda.so.1: %s)\n", dlerror());
         return 77;
     }
     dlclose(lib);
-    if (ft_shared_map() != 0 || ft_launch(NRANKS, kill_rank, 90, status) != 0)
+    if ((all || strcmp(which, "call") == 0) &&
+        run_case(kill_rank, "in its third round") != 0)
         return 99;
-    if (!ft_killed(status[VICTIM], SIGKILL) || ft_sh->t_event == 0)
-        ft_fail("rank 1 ended with status 0x%x, not killed in its third round", status[VICTIM]);
-    for (int r = 0; r < NRANKS; r++)
-        if (r != VICTIM && !ft_exited(status[r], 0))
-            ft_fail("rank %d ended with status 0x%x", r, status[r]);
+    if (all || strcmp(which, "calib") == 0) {
+        if (run_case(calib_rank, "in its device timing") != 0)
+            return 99;
+        if (ft_sh->flag[0] + ft_sh->flag[2] == 0)
+            ft_fail("calib: no rank's error says that rank 1 died in the device timing");
+    }
     printf("device_kill: %s\n", ft_failures() ? "FAILED" : "passed");
     return ft_failures() ? 1 : 0;
 }
