@@ -144,6 +144,22 @@ void soak_fail(const char *fmt, ...)
     exit(1);
 }
 
+/* ft_launch's watchdog (SIGALRM at the launch's limit) ends a rank that hangs: its text
+ * says where, as a failure's does (a process about to _exit may format in a handler). */
+static void on_watchdog(int sig)
+{
+    (void)sig;
+    char text[SOAK_TEXT];
+    int n = snprintf(text, sizeof(text), "%s: watchdog: the launch's time limit passed "
+                     "(hang)", soak_where[0] ? soak_where : "at its start");
+    if (fail_st != NULL)
+        memcpy(fail_st->failed_how, text, sizeof(text));
+    if (write(2, "FAIL soak: ", 11) < 0 || write(2, text, (size_t)n) < 0 ||
+        write(2, "\n", 1) < 0)
+        _exit(1);
+    _exit(1);
+}
+
 static void die(rank_state_t *rs, const char *fmt, const char *detail)
 {
     char what[SOAK_TEXT];
@@ -462,6 +478,7 @@ int soak_rank_main(int rank, int nranks)
     soak_stats_t *st = rs.st;
     int k = soak_sh->o.kills;
     fail_st = st;
+    signal(SIGALRM, on_watchdog);   /* the alarm ft_launch set stays */
     setenv("NCCL_HOSTID", rank < nranks / 2 ? "soak-a" : "soak-b", 1);
     if (soak_coll_setup(&soak_sh->o) != 0)
         die(&rs, "%s", "out of memory for the buffers");
