@@ -311,14 +311,14 @@ static braid_status_t comm_tune_plugin_init(braid_comm_t *comm)
                                   t->maxlocal);
 }
 
-/* The proxy with its device executor, and the GPU engine where the transports made device
- * FIFOs: made now, on this thread, so that device calls allocate nothing. Every rank with
- * FIFOs makes its engine, or fails its init: the ranks must all use it or none. */
 int braid_comm_ordinal(const braid_comm_t *comm)
 {
     return comm->cudev >= 0 && comm->cudev < braid_device_count() ? comm->cudev : 0;
 }
 
+/* The proxy with its device executor, and the GPU engine where the transports made device
+ * FIFOs: made now, on this thread, so that device calls allocate nothing. Every rank with
+ * FIFOs makes its engine, or fails its init: the ranks must all use it or none. */
 static braid_status_t comm_device_prepare(braid_comm_t *comm)
 {
     int ordinal = braid_comm_ordinal(comm);
