@@ -348,23 +348,25 @@ static braid_status_t calib_barrier(void *comm)
 
 /* The device's timing waits for its stream at most BRAID_TIMEOUT (0: no limit), and no
  * longer than its peers live: its laps wait for the previous rank's messages, which a dead
- * or failed rank never sends (the engine is then released, so that its stream ends). */
+ * or failed rank never sends (the engine is then released, so that its stream ends). A
+ * dead rank is named before one that ended its part (most likely on seeing that death). */
 static braid_status_t calib_device_check(void *arg, double waited_s)
 {
     braid_comm_t *comm = arg;
-    for (int r = 0; r < comm->nranks; r++) {
-        braid_peer_health_t h;
-        if (r == comm->rank)
-            continue;
-        braid_comm_peer(comm, r, &h);
-        const char *why = h.gone ? h.why : braid_peer_state_word(h.state);
-        if (why != NULL) {
-            braid_gpu_release(comm->gpu);
-            return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) %s while rank %d "
-                             "times its device at init", r, (int)comm->peers[r].pid,
-                             comm->peers[r].hostname, why, comm->rank);
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < comm->nranks; r++) {
+            braid_peer_health_t h;
+            if (r == comm->rank)
+                continue;
+            braid_comm_peer(comm, r, &h);
+            const char *why = h.gone ? h.why : pass ? braid_peer_state_word(h.state) : NULL;
+            if (why != NULL) {
+                braid_gpu_release(comm->gpu);
+                return braid_err(BRAID_ERR_REMOTE, "rank %d (pid %d on %s) %s while rank %d "
+                                 "times its device at init", r, (int)comm->peers[r].pid,
+                                 comm->peers[r].hostname, why, comm->rank);
+            }
         }
-    }
     double limit = (double)braid_param_int(BRAID_P_TIMEOUT);
     if (limit > 0 && waited_s >= limit)
         return braid_err(BRAID_ERR_TIMEOUT, "rank %d: the device calibration's work on its "

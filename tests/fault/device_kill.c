@@ -17,9 +17,10 @@
  * every rank past the barrier before them, so the others go on into the second and wait
  * there for it); a process it forked before its init kills it once it has stopped. The
  * others' ncclCommInitRank must fail with ncclRemoteError within 15 s of the kill, saying
- * that rank 1 died while they timed their device; one of them may instead hear first that
- * the other failed (a failed rank's released stream lets the lap go on to the next barrier,
- * where its notice waits), but not both.
+ * that rank 1 died while they timed their device; one of them may instead hear first of
+ * the other's end (its failed init's communicator destroyed before this one saw the death;
+ * or its released stream lets the lap go on to the next barrier, where its notice waits),
+ * but not both.
  *
  *     device_kill [call|calib]    (default: both)
  *
@@ -155,8 +156,9 @@ static int calib_rank(int rank, int n)
                 DETECT_LIMIT_S);
     else if ((ft_sh->flag[rank] = strstr(ft_sh->text[rank], "rank 1 (pid") != NULL &&
               strstr(ft_sh->text[rank], "times its device at init") != NULL) == 0 &&
+             strstr(ft_sh->text[rank], "times its device at init") == NULL &&
              strstr(ft_sh->text[rank], "failed its part of the setup") == NULL)
-        ft_fail("rank %d: the error says neither that rank 1 died in the device timing nor "
+        ft_fail("rank %d: the error says neither that a rank ended in the device timing nor "
                 "that another rank failed: %s", rank, ft_sh->text[rank]);
     else
         printf("device_kill: calib: rank %d's init failed %.2f s after the kill: %s\n", rank,
