@@ -389,8 +389,10 @@ braid_status_t braid_bootstrap_parent_notice(braid_bootstrap_t *bs, const char *
     braid_bootstrap_t *p = bs->parent;
     bs_frame_t f;
     int backward;
-    if (p == NULL || p->failed < 0)
-        return p == NULL ? BRAID_OK : p->failed;
+    if (p == NULL)
+        return BRAID_OK;
+    if (p->failed < 0)
+        return p->failed;
     if (p->back_off == 0 && !p->next_gone && ring_take_notice(p->next_fd, &f))
         backward = 1;
     else if (ring_take_notice(p->prev_fd, &f))

@@ -146,23 +146,23 @@ static int calib_rank(int rank, int n)
     ft_record(rank, r, waited);
     if (r == ncclSuccess)
         ncclCommAbort(comm);
+    const char *t = ft_sh->text[rank];
+    int timing = strstr(t, "times its device at init") != NULL;
+    ft_sh->flag[rank] = timing && strstr(t, "rank 1 (pid") != NULL;
     if (rank == VICTIM)
         ft_fail("rank 1 came out of its init (%s): it was to die in it", ncclGetErrorString(r));
     else if (r != ncclRemoteError)
         ft_fail("rank %d: init returned %d (%s), expected ncclRemoteError: %s", rank, (int)r,
-                ncclGetErrorString(r), ft_sh->text[rank]);
+                ncclGetErrorString(r), t);
     else if (ft_sh->t_event == 0 || waited > DETECT_LIMIT_S)
         ft_fail("rank %d: init failed %.1f s after the kill (limit %.0f s)", rank, waited,
                 DETECT_LIMIT_S);
-    else if ((ft_sh->flag[rank] = strstr(ft_sh->text[rank], "rank 1 (pid") != NULL &&
-              strstr(ft_sh->text[rank], "times its device at init") != NULL) == 0 &&
-             strstr(ft_sh->text[rank], "times its device at init") == NULL &&
-             strstr(ft_sh->text[rank], "failed its part of the setup") == NULL)
+    else if (!timing && strstr(t, "failed its part of the setup") == NULL)
         ft_fail("rank %d: the error says neither that a rank ended in the device timing nor "
-                "that another rank failed: %s", rank, ft_sh->text[rank]);
+                "that another rank failed: %s", rank, t);
     else
         printf("device_kill: calib: rank %d's init failed %.2f s after the kill: %s\n", rank,
-               waited, ft_sh->text[rank]);
+               waited, t);
     return 0;
 }
 

@@ -130,10 +130,15 @@ static void fd_list(void)
 
 static soak_stats_t *fail_st;   /* this rank's, where soak_fail leaves its text */
 
+static const char *where_now(void)
+{
+    return soak_where[0] ? soak_where : "at its start";
+}
+
 void soak_fail(const char *fmt, ...)
 {
     char text[SOAK_TEXT];
-    int n = snprintf(text, sizeof(text), "%s: ", soak_where[0] ? soak_where : "at its start");
+    int n = snprintf(text, sizeof(text), "%s: ", where_now());
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
@@ -151,7 +156,7 @@ static void on_watchdog(int sig)
     (void)sig;
     char text[SOAK_TEXT];
     int n = snprintf(text, sizeof(text), "%s: watchdog: the launch's time limit passed "
-                     "(hang)", soak_where[0] ? soak_where : "at its start");
+                     "(hang)", where_now());
     if (fail_st != NULL)
         memcpy(fail_st->failed_how, text, sizeof(text));
     if (write(2, "FAIL soak: ", 11) < 0 || write(2, text, (size_t)n) < 0 ||
