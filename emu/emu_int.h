@@ -1,22 +1,26 @@
 /*
- * The emulated CUDA driver (libcuda.so.1 on host memory), shared by its files:
+ * The emulated GPU runtimes on host memory: one engine, shared by its files, and two faces:
  *
- *   emu.c          the exported names, cuGetProcAddress, cuInit, devices, primary
- *                  contexts, error strings
+ *   emu_cuda.c     the CUDA driver's face (libcuda.so.1): the exported names,
+ *                  cuGetProcAddress
+ *   emu_hip.c      the HIP runtime's face (libamdhip64.so.5 and .so.6): HIP's names over
+ *                  the engine, its code objects, ROCm 5's and 6's differences
+ *   emu.c          cuInit, devices, primary contexts, error strings
  *   emu_mem.c      device memory (one memfd each), host memory, IPC, the allocation table
  *   emu_attr.c     pointer attributes and address ranges: what the table says
  *   emu_peer.c     peer access between devices, and strict mode's check of it
  *   emu_stream.c   streams: one worker thread each, running its queue of operations
  *   emu_copy.c     copies and memsets: what the host queues
- *   emu_memop.c    stream memory operations (waits and writes on 32- and 64-bit words):
- *                  what the host queues, and how a worker waits (futex) and wakes
+ *   emu_memop.c    stream memory operations (waits and writes on 32- and 64-bit words, CUDA's
+ *                  and HIP's): what the host queues, and how a worker waits (futex) and wakes
  *   emu_event.c    events
  *   emu_module.c   modules and kernel launches (the host build of kernels/gpu)
  *   emu_lock.c     strict mode's driver lock and time slices
  *
- * Every entry point of device/cuda_abi.h is implemented as emu_<name> (hidden); emu.c
- * exports each under its plain and its versioned name. The emulator is a separate library:
- * it includes no braid header but cuda_abi.h and the kernels' ABI (kernels/gpu).
+ * Every entry point of device/cuda_abi.h is implemented as emu_<name> (hidden); emu_cuda.c
+ * exports each under its plain and its versioned name, and emu_hip.c builds HIP's calls on
+ * them. The emulator is a separate library: it includes no braid header but cuda_abi.h,
+ * hip_abi.h (the HIP face) and the kernels' ABI (kernels/gpu).
  *
  * Strict mode (BRAID_EMU_STRICT=1, read by cuInit) makes the emulator as unforgiving as a
  * real driver where a library's bugs would otherwise go unseen:
@@ -209,9 +213,15 @@ typedef enum emu_memop_kind {
     EMU_MEMOP_NOP,          /* a barrier, a flush of remote writes: nothing to do here */
 } emu_memop_kind_t;
 
+/* A wait's condition: CUDA's (CU_STREAM_WAIT_VALUE_GEQ, EQ, AND, NOR), or HIP's, which
+ * compare the word under a mask and, for GEQ, as plain numbers (not wrapping): the HIP
+ * face's EMU_WAIT_HIP | hipStreamWaitValueGte (0), Eq (1), And (2), Nor (3). */
+#define EMU_WAIT_HIP 0x100u
+
 typedef struct emu_memop {
     emu_memop_kind_t kind;
-    unsigned int cond;      /* a wait's: CU_STREAM_WAIT_VALUE_GEQ, EQ, AND, NOR */
+    unsigned int cond;      /* a wait's: above */
+    uint64_t mask;          /* a HIP wait's */
     int pinned;             /* the word is pinned host memory, not device memory */
     void *addr;             /* where the emulator reaches the word */
     uint64_t v;
@@ -258,6 +268,11 @@ EMU_HIDDEN void emu_ctx_sync(CUcontext ctx);
 /* ---- emu_memop.c: what a stream's worker does for stream memory operations -------------- */
 
 EMU_HIDDEN void emu_memops_run(const emu_op_t *op);     /* EMU_OP_MEMOPS */
+/* HIP's hipStreamWaitValue32 and 64 (wide): until (*addr & mask) meets value by cond
+ * (hipStreamWaitValueGte, Eq, And, Nor); call names it in strict mode's faults. */
+EMU_HIDDEN CUresult emu_stream_wait_masked(CUstream stream, CUdeviceptr addr, uint64_t value,
+                                           uint64_t mask, int wide, unsigned int cond,
+                                           const char *call);
 
 /* ---- emu_event.c: what a stream's worker does for events -------------------------------- */
 
@@ -266,6 +281,13 @@ EMU_HIDDEN void emu_mark_run(emu_op_t *op);     /* EMU_OP_RECORD, EMU_OP_WAIT_EV
 /* ---- emu_module.c: kernel launches, run on a stream's worker ---------------------------- */
 
 EMU_HIDDEN void emu_launch_run(struct emu_launch *l);
+/* cuModuleLoadData's load, every function loaded with the module even in strict mode (as
+ * HIP loads a code object whole), under call's name. */
+EMU_HIDDEN CUresult emu_module_load_whole(CUmodule *mod, const void *image, const char *call);
+/* A launch's parameters packed in one buffer of size bytes (what `extra` passes): each at
+ * its size's alignment, params[i] into buf (BRAID_EMU_MAX_PARAMS of them at most);
+ * INVALID_VALUE where size is not what f's parameters take. */
+EMU_HIDDEN CUresult emu_launch_unpack(CUfunction f, void *buf, size_t size, void **params);
 EMU_HIDDEN void emu_launch_free(struct emu_launch *l);
 
 #endif

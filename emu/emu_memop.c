@@ -1,8 +1,8 @@
 /*
  * Stream memory operations of the emulated driver: cuStreamWaitValue32,
  * cuStreamWriteValue32 and cuStreamBatchMemOp (32- and 64-bit waits and writes, memory
- * barriers, flushes of remote writes): what the host queues, and what a stream's worker
- * does with it.
+ * barriers, flushes of remote writes), and HIP's masked waits (hipStreamWaitValue32 and 64,
+ * emu_hip.c): what the host queues, and what a stream's worker does with it.
  *
  * A call's operations become one operation of the stream (EMU_OP_MEMOPS), which its worker
  * runs in their order. Each address must lie in memory the driver knows (device memory,
@@ -64,12 +64,26 @@ static int reached64(uint64_t cur, uint64_t v, unsigned int cond)
     }
 }
 
+/* HIP's: the word under the mask, compared as a plain number (no wrap-around). */
+static int reached_hip(uint64_t cur, uint64_t v, uint64_t mask, unsigned int cond)
+{
+    cur &= mask;
+    switch (cond & ~EMU_WAIT_HIP) {
+    case 0: return cur >= v;             /* hipStreamWaitValueGte */
+    case 1: return cur == v;             /* Eq */
+    case 2: return (cur & v) != 0;       /* And */
+    default: return ~(cur | (v & mask)) != 0;    /* Nor */
+    }
+}
+
 static int memop_reached(const emu_memop_t *m)
 {
-    if (m->kind == EMU_MEMOP_WAIT32)
-        return reached32(__atomic_load_n((uint32_t *)m->addr, __ATOMIC_ACQUIRE),
-                         (uint32_t)m->v, m->cond);
-    return reached64(__atomic_load_n((uint64_t *)m->addr, __ATOMIC_ACQUIRE), m->v, m->cond);
+    int wide = m->kind == EMU_MEMOP_WAIT64;
+    uint64_t cur = wide ? __atomic_load_n((uint64_t *)m->addr, __ATOMIC_ACQUIRE)
+                        : __atomic_load_n((uint32_t *)m->addr, __ATOMIC_ACQUIRE);
+    if (m->cond & EMU_WAIT_HIP)
+        return reached_hip(cur, m->v, wide ? m->mask : (uint32_t)m->mask, m->cond);
+    return wide ? reached64(cur, m->v, m->cond) : reached32((uint32_t)cur, (uint32_t)m->v, m->cond);
 }
 
 /* Sleep while *word is cur, ns at most. A wake, another value, a signal: all just return. */
@@ -218,6 +232,35 @@ static CUresult memops_queue(CUstream stream, unsigned int count,
         memops_reach(params, count, s->ctx->dev, call);
     op->kind = EMU_OP_MEMOPS;
     op->u.nmemops = count;
+    emu_stream_push(s, op, 0);
+    return CUDA_SUCCESS;
+}
+
+/* One HIP wait: checked as memops_queue checks CUDA's, then queued alone. */
+CUresult emu_stream_wait_masked(CUstream stream, CUdeviceptr addr, uint64_t value,
+                                uint64_t mask, int wide, unsigned int cond, const char *call)
+{
+    CUstream s;
+    void *host;
+    CUresult st = emu_stream_get(stream, &s);
+    if (st != CUDA_SUCCESS)
+        return st;
+    emu_memop_kind_t kind = wide ? EMU_MEMOP_WAIT64 : EMU_MEMOP_WAIT32;
+    emu_op_t *op = calloc(1, sizeof(*op) + sizeof(emu_memop_t));
+    if (op == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    st = cond <= CU_STREAM_WAIT_VALUE_NOR ? value_prepare(kind, addr, value, 0, &op->memop[0])
+                                          : CUDA_ERROR_INVALID_VALUE;
+    if (st != CUDA_SUCCESS) {
+        free(op);
+        return st;
+    }
+    op->memop[0].cond = EMU_WAIT_HIP | cond;
+    op->memop[0].mask = mask;
+    if (emu_strict())
+        emu_mem_reach(addr, 1, s->ctx->dev, call, &host);
+    op->kind = EMU_OP_MEMOPS;
+    op->u.nmemops = 1;
     emu_stream_push(s, op, 0);
     return CUDA_SUCCESS;
 }

@@ -83,7 +83,7 @@ static int image_is_ours(const char *image)
     return image[i] == '\0' && magic[i] == '\0';
 }
 
-static CUresult module_load(CUmodule *mod, const void *image)
+static CUresult module_load(CUmodule *mod, const void *image, int eager)
 {
     CUcontext c;
     CUresult st = emu_ctx_get(&c);
@@ -103,7 +103,8 @@ static CUresult module_load(CUmodule *mod, const void *image)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     for (int i = 0; i < n; i++)
-        m->funcs[i] = (struct CUfunc_st){ .magic = EMU_FUNC_MAGIC, .loaded = !emu_strict(),
+        m->funcs[i] = (struct CUfunc_st){ .magic = EMU_FUNC_MAGIC,
+                                          .loaded = eager || !emu_strict(),
                                           .k = &braid_emu_kernels[i] };
     m->nfuncs = n;
     m->magic = EMU_MODULE_MAGIC;
@@ -115,7 +116,16 @@ CUresult emu_cuModuleLoadData(CUmodule *mod, const void *image)
 {
     emu_lock_holder_t h;
     emu_lock(&h, EMU_LOCK_EXCLUSIVE, "cuModuleLoadData", EMU_WAITS_NOTHING);
-    CUresult st = module_load(mod, image);
+    CUresult st = module_load(mod, image, 0);
+    emu_unlock(&h);
+    return st;
+}
+
+CUresult emu_module_load_whole(CUmodule *mod, const void *image, const char *call)
+{
+    emu_lock_holder_t h;
+    emu_lock(&h, EMU_LOCK_EXCLUSIVE, call, EMU_WAITS_NOTHING);
+    CUresult st = module_load(mod, image, 1);
     emu_unlock(&h);
     return st;
 }
@@ -231,6 +241,32 @@ static struct emu_launch *launch_new(const braid_emu_kernel_t *k, void **params,
     emu_mem_launching(NULL, 0);
     l->dev = dev;
     return l;
+}
+
+/* Parameter i's alignment in a packed buffer: the largest power of two that divides its
+ * size, 16 at most (the alignment of the types kernels take). */
+static size_t packed_align(size_t size)
+{
+    size_t a = 1;
+    while (a < 16 && size % (a * 2) == 0)
+        a *= 2;
+    return a;
+}
+
+CUresult emu_launch_unpack(CUfunction f, void *buf, size_t size, void **params)
+{
+    size_t off = 0;
+    if (f == NULL || f->magic != EMU_FUNC_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (buf == NULL && size > 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < f->k->nparams; i++) {
+        size_t a = packed_align(f->k->param_sizes[i]);
+        off = (off + a - 1) / a * a;
+        params[i] = (unsigned char *)buf + off;
+        off += f->k->param_sizes[i];
+    }
+    return off == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static int dims_ok(unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
