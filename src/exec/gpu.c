@@ -276,6 +276,18 @@ int braid_gpu_destroy(braid_gpu_t *g, double wait_s)
 enum { MEASURE_EMPTY, MEASURE_BATCH, MEASURE_LAP, MEASURE_COPY, MEASURE_REDUCE,
        MEASURE_KINDS };
 
+/* Before message k of a send connection: the wait for its slot to be free again, into
+ * *op; 0 (no wait) while the FIFO has not gone round once. Then the value would be below
+ * zero: CUDA's waits compare counters as distances and see it passed, HIP's compare plain
+ * numbers and would wait for ever. */
+static int slot_wait(const braid_dconn_t *sc, uint32_t k, braid_mem_op_t *op)
+{
+    if (k + 1 <= (uint32_t)sc->nslots)
+        return 0;
+    *op = (braid_mem_op_t){ .addr = sc->wait, .value = k + 1 - sc->nslots };
+    return 1;
+}
+
 /* A lap of the ranks' ring: each rank's stream waits for a message of no bytes from the
  * previous rank and sends one to the next (rank 0 sends first), through the connections'
  * own counters, so that every hand-over crosses between ranks as a collective's do
@@ -285,18 +297,21 @@ static braid_status_t measure_lap(braid_gpu_t *g)
     braid_dconn_t *sc = g->send[(g->rank + 1) % g->nranks];
     braid_dconn_t *rc = g->recv[(g->rank + g->nranks - 1) % g->nranks];
     uint32_t ks = sc->msgs++, kr = rc->msgs++;
-    braid_mem_op_t send[2] = {
-        { .addr = sc->wait, .value = ks + 1 - sc->nslots },
-        { .addr = sc->post, .value = ks + 1, .kind = BRAID_MEM_WRITE },
-    };
-    braid_mem_op_t recv[2] = {
+    braid_mem_op_t send[2], recv[2] = {
         { .addr = rc->wait, .value = kr + 1 },
         { .addr = rc->post, .value = kr + 1, .kind = BRAID_MEM_WRITE },
     };
+    int nsend = slot_wait(sc, ks, &send[0]);
+    send[nsend++] = (braid_mem_op_t){ .addr = sc->post, .value = ks + 1,
+                                      .kind = BRAID_MEM_WRITE };
     braid_mem_op_t b[4];
-    memcpy(b, g->rank == 0 ? send : recv, sizeof(send));
-    memcpy(b + 2, g->rank == 0 ? recv : send, sizeof(send));
-    return g->ops->stream_mem_ops(g->stream, b, 4);
+    int n = 0;
+    for (int first = 0; first < 2; first++) {
+        int sending = first == (g->rank == 0 ? 0 : 1);
+        memcpy(b + n, sending ? send : recv, (size_t)(sending ? nsend : 2) * sizeof(b[0]));
+        n += sending ? nsend : 2;
+    }
+    return g->ops->stream_mem_ops(g->stream, b, n);
 }
 
 /* Queue one operation of the kind: a kernel of no bytes; a batch of a write and a wait;
@@ -495,14 +510,13 @@ static braid_status_t gpu_item(braid_gpu_t *g, braid_op_t *op, const braid_step_
     braid_dconn_t *rc = st->recv_peer >= 0 ? g->recv[st->recv_peer] : NULL;
     braid_dconn_t *sc = st->send_peer >= 0 ? g->send[st->send_peer] : NULL;
     braid_mem_op_t pre[4], post[GPU_POSTS];
-    int npre = 0, npost = 0, nstart = 0;
+    int npre = 0, npost = 0;
     const char *in = NULL;
     char *out = NULL;
     const uint64_t *rec = NULL;
     uint64_t want[BRAID_MSG_WORDS], sent[BRAID_MSG_WORDS];
     if (g->starting) {   /* the job's first: the mark that it started (no posts held) */
         pre[npre++] = mark_op(g);
-        nstart = npre;
         g->starting = 0;
     }
     if (rc != NULL) {
@@ -517,7 +531,7 @@ static braid_status_t gpu_item(braid_gpu_t *g, braid_op_t *op, const braid_step_
     if (sc != NULL) {
         uint32_t k = sc->msgs++;
         out = sc->slots + (size_t)(k % sc->nslots) * sc->slot_size;
-        pre[npre++] = (braid_mem_op_t){ .addr = sc->wait, .value = k + 1 - sc->nslots };
+        npre += slot_wait(sc, k, &pre[npre]);
         uint64_t *to = sc->recs + (size_t)(k % sc->nslots) * BRAID_MSG_WORDS;
         msg_record(&op->hdr, len, sent);
         for (int i = 0; i < BRAID_MSG_WORDS; i++)
@@ -526,7 +540,7 @@ static braid_status_t gpu_item(braid_gpu_t *g, braid_op_t *op, const braid_step_
         post[npost++] = (braid_mem_op_t){ .addr = sc->post, .value = k + 1,
                                           .kind = BRAID_MEM_WRITE };
     }
-    if (npre > nstart)
+    if (rc != NULL || sc != NULL)   /* its waits passed (where_at counts it, waits or none) */
         pre[npre++] = mark_op(g);
     BRAID_CHECK(gpu_flush(g, pre, npre));
     char *dst = ref_ptr(op, st->dst, off);
