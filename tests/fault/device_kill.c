@@ -139,6 +139,7 @@ static int calib_rank(int rank, int n)
         setenv("BRAID_SETUP_PAUSE", "device_lap", 1);
         calib_killer();
     }
+    cudrv_load(&cu);    /* the runtime loaded, as in a GPU program (braid then finds HIP's) */
     ncclResult_t r = ncclGetUniqueId(&id);
     if (r == ncclSuccess)
         r = ncclCommInitRank(&comm, n, id, rank);
@@ -191,9 +192,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: device_kill [call|calib]\n");
         return 99;
     }
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);   /* no cuInit here: a child forked */
-    if (lib == NULL) {                               /* after it could not use the driver */
-        printf("device_kill: SKIP: no CUDA driver (libcuda.so.1: %s)\n", dlerror());
+    const char *rt;
+    void *lib = cudrv_open(&rt);   /* no initialising here: a child forked after it */
+    if (lib == NULL) {             /* could not use the runtime */
+        printf("device_kill: SKIP: no GPU runtime (%s: %s)\n", rt, dlerror());
         return 77;
     }
     dlclose(lib);

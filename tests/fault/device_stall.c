@@ -49,9 +49,6 @@
 #define CASE_LIMIT_S 60             /* what the parent allows a case */
 
 static cudrv_t cu;
-static CUresult (*host_alloc)(void **, size_t, unsigned int);
-static CUresult (*host_dptr)(CUdeviceptr *, void *, unsigned int);
-static CUresult (*wait_value)(CUstream, CUdeviceptr, uint32_t, unsigned int);
 static char dir[256];               /* the case's flight dumps and stderr */
 static int failed;
 
@@ -128,10 +125,6 @@ typedef struct dcase {
 static void case_begin(dcase_t *c)
 {
     cudrv_load(&cu);
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
-    *(void **)&host_alloc = cudrv_sym(lib, "cuMemHostAlloc");
-    *(void **)&host_dptr = cudrv_sym(lib, "cuMemHostGetDevicePointer_v2");
-    *(void **)&wait_value = cudrv_sym(lib, "cuStreamWaitValue32_v2");
     if (ncclCommInitAll(c->comms, 2, NULL) != ncclSuccess) {
         printf("FAIL: ncclCommInitAll: %s\n", ncclGetLastError(NULL));
         exit(1);
@@ -210,10 +203,10 @@ static void case_stream(void)
     uint32_t *word;
     CUdeviceptr dword;
     case_begin(&c);
-    CUDRV(host_alloc((void **)&word, sizeof(*word), 0));
+    CUDRV(cu.host_alloc((void **)&word, sizeof(*word), 0));
     *word = 0;
-    CUDRV(host_dptr(&dword, word, 0));
-    CUDRV(wait_value(c.s[0], dword, 1, 0 /* GEQ */));     /* never written while it waits */
+    CUDRV(cu.host_dptr(&dword, word, 0));
+    CUDRV(cu.wait_value(c.s[0], dword, 1, 0 /* GEQ */));     /* never written while it waits */
     all_reduce_both(&c, "stream");
     released(&c, 1, 30, "stream");
     fails(&c, 0, 30, "stream");
@@ -286,6 +279,7 @@ static void case_calib(void)
     snprintf(log, sizeof(log), "%s/stderr.log.%%p", dir);  /* each rank's error, read below */
     setenv("NCCL_DEBUG", "WARN", 1);
     setenv("NCCL_DEBUG_FILE", log, 1);
+    cudrv_load(&cu);    /* the runtime loaded, as in a GPU program (braid then finds HIP's) */
     double t0 = now_s();
     ncclResult_t res = ncclCommInitAll(comms, 2, NULL);
     double took = now_s() - t0;
@@ -367,9 +361,10 @@ int main(int argc, char **argv)
     char top[200];
     int nfail = 0, ran = 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);   /* a look only: cuInit is the children's */
+    const char *rt;
+    void *lib = cudrv_open(&rt);   /* a look only: initialising is the children's */
     if (lib == NULL) {
-        printf("device_stall: no CUDA driver (libcuda.so.1: %s): skipped\n", dlerror());
+        printf("device_stall: no GPU runtime (%s: %s): skipped\n", rt, dlerror());
         return 77;
     }
     dlclose(lib);

@@ -23,16 +23,32 @@
 # Each step runs under a time limit (timeout) sized for a busy 2-core machine, about ten
 # times what it takes on an idle one; coll_check's own watchdog (-w) fires first and
 # names the phase. A step over its limit fails, saying so.
-# Exit status as automake reads it: 0 pass, 1 fail, 99 hard error.
+# With BRAID_TEST_RUNTIME=hip (test_device_hip.sh) every step runs through braid's HIP
+# backend on the emulated HIP runtime of ROCm 6 (emu/rocm6: the same engine, HIP's face),
+# the tests' own buffers and streams made with HIP, and coll_check once more on ROCm 5's
+# (emu/rocm5); skipped where braid carries no HIP code object (no hipcc at build time).
+# Exit status as automake reads it: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+runtime=${BRAID_TEST_RUNTIME:-cuda}
 emu=$build/emu/.libs
+rt_lib=$emu/libcuda.so.1
+if [ "$runtime" = hip ]; then
+    emu=$build/emu/rocm6/.libs
+    rt_lib=$emu/libamdhip64.so.6
+    if [ ! -e "$build/kernels/gpu/kernels.hipfb" ]; then
+        echo "SKIP: test_device.sh (HIP): braid was built without hipcc, so it carries no" \
+             "HIP code object for the emulated AMD GPU"
+        exit 77
+    fi
+    export BRAID_TEST_RUNTIME
+fi
 check=$build/tests/integration/coll_check
 fault=$build/tests/fault/device_fault
 stall=$build/tests/fault/device_stall
 kill=$build/tests/fault/device_kill
 mismatch=$build/tests/fault/mismatch
-for f in "$emu/libcuda.so.1" "$check" "$fault" "$stall" "$kill" "$mismatch"; do
+for f in "$rt_lib" "$check" "$fault" "$stall" "$kill" "$mismatch"; do
     [ -e "$f" ] || { echo "test_device.sh: $f is not built" >&2; exit 99; }
 done
 export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -77,6 +93,23 @@ run "coll_check -d, the host engine (BRAID_P2P=0), 4 ranks on one thread" $limit
     env BRAID_P2P=0 "$check" -d -q -w $w -o "$sections" -t 4
 run "coll_check -d, 2 processes, the emulator not strict" $limit \
     env BRAID_EMU_STRICT=0 "$check" -d -q -w $w -o "$sections" -p 2
+if [ "$runtime" = hip ]; then
+    run "coll_check -d, 2 processes, on ROCm 5's runtime (emu/rocm5)" $limit \
+        env LD_LIBRARY_PATH="${LD_LIBRARY_PATH/#$emu/$build/emu/rocm5/.libs}" \
+        "$check" -d -q -w $w -o "$sections" -p 2
+    run "coll_check -d, 2 processes on a gfx908 (its code object of braid's bundle)" $limit \
+        env BRAID_EMU_HIP_ARCH=gfx908 "$check" -d -q -w $w -o reduce -p 2
+    arch_refused() {   # an arch no embedded code object serves, and no hiprtc here
+        local out
+        out=$(BRAID_EMU_HIP_ARCH=gfx1030 "$check" -d -q -w 50 -o reduce -p 1 2>&1) &&
+            { echo "$out"; echo "init did not fail"; return 1; }
+        grep -q "ncclCommInitRank.*compiling kernels needs hiprtc" <<<"$out" ||
+            { echo "$out"; return 1; }
+    }
+    export check
+    run "a gfx1030, which no embedded code object serves: init fails, saying why" 120 \
+        arch_refused
+fi
 run "coll_check -d, 2 processes, every stream operation delayed 200 us" $limit \
     env BRAID_EMU_DELAY_US=200 "$check" -d -q -w $w -o reduce,move -p 2
 run "coll_check -d, 2 processes, the host engine, slots not mapped (bounce buffers)" $limit \
