@@ -9,9 +9,10 @@
  * rank 0 print the row. Ranks agree on times and error counts through their own
  * communicator (a one-element all-reduce), so threads and processes need no other channel.
  *
- * Device buffers (perf_gpu.h), as in nccl-tests: each rank thread binds its device and
- * issues every call on its own stream (perf_coll_t's run); the data is made and checked on the
- * host, in mirrors of the buffers copied to and from the device. The stream is synchronized
+ * Device buffers (perf_gpu.h: CUDA's driver or HIP's runtime; with HIP, of rccl-tests'
+ * memory type -Y), as in nccl-tests: each rank thread binds its device and issues every
+ * call on its own stream (perf_coll_t's run); the data is made and checked on the host, in
+ * mirrors of the buffers copied to and from the device. The stream is synchronized
  * before the clock is read, before host and device touch the buffers, and before every
  * call of the driver's own on host memory (perf_agree), so those never overtake queued
  * work. With host buffers the mirrors are the buffers and the stream is NULL.
@@ -41,7 +42,7 @@ typedef struct perf_job perf_job_t;
 typedef struct perf_rank {
     perf_job_t *job;
     int rank, thread;
-    int device;                   /* CUDA ordinal of its buffers; -1 for host buffers */
+    int device;                   /* GPU ordinal of its buffers; -1 for host buffers */
     void *stream;                 /* its calls' stream; NULL for host buffers, or -y 1 */
     ncclComm_t comm;
     char *send, *recv;            /* the collectives' buffers (device or host memory) */
@@ -61,12 +62,14 @@ struct perf_job {
     const perf_coll_t *coll;
     perf_args_t a;
     int nprocs, proc, local_rank, local_size, nranks, reduced;
-    int ndev;                     /* CUDA devices; 0: host buffers, for the reason in why */
-    char why[128];
+    int ndev;                     /* GPU devices; 0: host buffers, for the reason in why */
+    char why[256];
     size_t buf_bytes;
     ncclUniqueId uid;
     char host[256];
-    FILE *json;
+    FILE *json;                   /* -J's file */
+    FILE *rccl;                   /* -X's file: JSON lines as -J's, or CSV (rccl_csv) */
+    int rccl_csv;
     perf_rank_t *ranks;
     atomic_int done;
 };
@@ -106,7 +109,7 @@ static inline void perf_nccl(const perf_rank_t *rk, const char *what, ncclResult
         perf_die(rk, what, res);
 }
 
-/* A failed CUDA driver call (perf_gpu said which, and why): end the process. */
+/* A failed GPU runtime call (perf_gpu said which, and why): end the process. */
 static void perf_gpu_check(const perf_rank_t *rk, int st)
 {
     if (st == 0)
@@ -244,7 +247,29 @@ static int perf_launched_not_first(void)
     return 0;
 }
 
-/* Device or host buffers: the CUDA driver's device count in job->ndev, or 0 and the reason
+/* -Y other than coarse: the GPU runtime must give that memory (the check of host buffers
+ * needs none). Returns 0 or an exit status. */
+static int perf_job_mem(const perf_job_t *job)
+{
+    const char *prog = job->coll->prog, *name = perf_mem_names[job->a.mem_type];
+    char why[256];
+    if (job->a.mem_type == PERF_MEM_COARSE)
+        return 0;
+    if (job->ndev == 0) {
+        if (job->proc == 0)
+            fprintf(stderr, "%s: -Y %s: %s memory needs a GPU runtime with a device, and here "
+                    "the buffers are host memory (%s); leave out -Y for host buffers\n", prog,
+                    name, name, job->why);
+        return 2;
+    }
+    if (perf_gpu_mem_check(job->a.mem_type, why, sizeof(why)) == 0)
+        return 0;
+    if (job->proc == 0)
+        fprintf(stderr, "%s: -Y %s is unsupported here: %s\n", prog, name, why);
+    return 2;
+}
+
+/* Device or host buffers: the GPU runtime's device count in job->ndev, or 0 and the reason
  * in job->why. Returns 0 or an exit status. */
 static int perf_job_buffers(perf_job_t *job)
 {
@@ -252,23 +277,23 @@ static int perf_job_buffers(perf_job_t *job)
     job->ndev = 0;
     if (job->a.host_buffers) {
         snprintf(job->why, sizeof(job->why), "--host-buffers");
-        return 0;
+        return perf_job_mem(job);
     }
     if (perf_gpu_open(prog, &job->ndev, job->why, sizeof(job->why)) != 0) {
         job->ndev = 0;
-        return 0;
+        return perf_job_mem(job);
     }
     if (job->a.stream_null && job->a.nthreads > job->ndev) {
-        fprintf(stderr, "%s: -y 1 with -t %d on %d CUDA device%s: the ranks of a device would "
+        fprintf(stderr, "%s: -y 1 with -t %d on %d GPU device%s: the ranks of a device would "
                 "share its NULL stream, each waiting there for the others; use -y 0 (a stream "
                 "per rank) or --host-buffers\n", prog, job->a.nthreads, job->ndev,
                 job->ndev == 1 ? "" : "s");
         return 2;
     }
-    return 0;
+    return perf_job_mem(job);
 }
 
-/* The CUDA device of this process's thread `thread`, as nccl-tests assigns them: the
+/* The GPU device of this process's thread `thread`, as nccl-tests assigns them: the
  * host's ranks in turn, wrapping around the devices; -1 for host buffers. */
 static int perf_job_device(const perf_job_t *job, int thread)
 {
@@ -315,8 +340,9 @@ static void perf_print_devices(perf_rank_t *rk)
     /* every rank writes its own slot; a byte sum over ranks is then a gather */
     if (rk->device >= 0) {
         perf_gpu_name(rk->device, name, sizeof(name));
-        snprintf(line, PERF_LINE, "#  Rank %2d Group %2d Pid %6d on %10.64s device %2d [cuda] "
-                 "%s\n", rk->rank, 0, (int)getpid(), job->host, rk->device, name);
+        snprintf(line, PERF_LINE, "#  Rank %2d Group %2d Pid %6d on %10.64s device %2d [%s] "
+                 "%s\n", rk->rank, 0, (int)getpid(), job->host, rk->device, perf_gpu_tag(),
+                 name);
     } else {
         snprintf(line, PERF_LINE, "#  Rank %2d Group %2d Pid %6d on %10.64s device %2d [host] "
                  "host memory\n", rk->rank, 0, (int)getpid(), job->host,
@@ -328,20 +354,31 @@ static void perf_print_devices(perf_rank_t *rk)
     free(lines);
 }
 
+/* Whether the sweep times the out-of-place (0) or in-place (1) half: both, or -O's one. */
+static int perf_half_on(const perf_args_t *a, int in_place)
+{
+    return a->out_of_place < 0 || a->out_of_place == !in_place;
+}
+
 static void perf_print_table_header(const perf_job_t *job)
 {
     const char *t = job->a.cputime ? "cputime" : "time";
     if (job->reduced)
         printf("#\n# Reducing maxBytes to %zu due to memory limitation\n", job->a.max_bytes);
-    printf("#\n");
-    printf("# %10s  %12s  %8s  %6s  %6s  %10s%-23s  %12s%-21s\n", "", "", "", "", "", "",
-           "out-of-place", "", "in-place");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
-           "count", "type", "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw",
-           "busbw", "#wrong");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
-           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-           "(GB/s)", "");
+    printf("#\n# %10s  %12s  %8s  %6s  %6s", "", "", "", "", "");
+    if (perf_half_on(&job->a, 0))
+        printf("  %10s%-23s", "", "out-of-place");
+    if (perf_half_on(&job->a, 1))
+        printf("  %12s%-21s", "", "in-place");
+    printf("\n# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
+    for (int h = 0; h < 2; h++)
+        if (perf_half_on(&job->a, h))
+            printf("  %7s  %6s  %6s  %6s", t, "algbw", "busbw", "#wrong");
+    printf("\n# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
+    for (int h = 0; h < 2; h++)
+        if (perf_half_on(&job->a, h))
+            printf("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
+    printf("\n");
 }
 
 static void perf_row_begin(perf_rank_t *rk, const perf_case_t *pc)
@@ -359,8 +396,8 @@ static void perf_row_begin(perf_rank_t *rk, const perf_case_t *pc)
 }
 
 /* `wrong` < 0: not checked (-c 0, or an in-place result nccl-tests does not define). */
-static void perf_row_half(perf_rank_t *rk, int in_place, double usec, double algbw,
-                          double busbw, long long wrong)
+static void perf_row_half(perf_rank_t *rk, const perf_case_t *pc, int in_place, double usec,
+                          double algbw, double busbw, long long wrong)
 {
     char ts[8], as[7], bs[7], ws[24];
     size_t len = strlen(rk->json_row);
@@ -372,6 +409,10 @@ static void perf_row_half(perf_rank_t *rk, int in_place, double usec, double alg
     if (wrong >= 0)
         snprintf(ws, sizeof(ws), "%lld", wrong);
     printf("  %7s  %6s  %6s  %6s", ts, as, bs, wrong >= 0 ? ws : "N/A");
+    if (rk->job->rccl_csv)   /* -Z csv: rccl-tests' columns, a line per half */
+        fprintf(rk->job->rccl, "%s, %d, %zu, %s, %s, %d, %.3f, %.6f, %.6f, %s\n",
+                rk->job->coll->name, rk->job->nranks, pc->bytes, pc->d.type->name,
+                pc->op_name, in_place, usec, algbw, busbw, wrong >= 0 ? ws : "N/A");
     snprintf(rk->json_row + len, sizeof(rk->json_row) - len,
              ",\"%s\":{\"%s\":%.3f,\"alg_bw\":%.6f,\"bus_bw\":%.6f,\"nwrong\":%s}",
              in_place ? "in_place" : "out_of_place", rk->job->a.cputime ? "cpu_time" : "time",
@@ -380,14 +421,19 @@ static void perf_row_half(perf_rank_t *rk, int in_place, double usec, double alg
 
 static void perf_row_end(perf_rank_t *rk)
 {
+    perf_job_t *job = rk->job;
     if (rk->rank != 0)
         return;
     rk->in_row = 0;
     printf("\n");
-    if (rk->job->json != NULL) {
-        fprintf(rk->job->json, "%s}\n", rk->json_row);
-        fflush(rk->job->json);
+    if (job->json != NULL) {
+        fprintf(job->json, "%s}\n", rk->json_row);
+        fflush(job->json);
     }
+    if (job->rccl != NULL && !job->rccl_csv)
+        fprintf(job->rccl, "%s}\n", rk->json_row);
+    if (job->rccl != NULL)
+        fflush(job->rccl);
 }
 
 /* ---- one size: time it, check it ---- */
@@ -548,7 +594,7 @@ static void perf_bench(perf_rank_t *rk, const perf_case_t *pc, int in_place)
     long long wrong = -1;
     if (a->check && !(in_place && rk->job->coll->inplace_na))
         wrong = perf_check(rk, pc, in_place);
-    perf_row_half(rk, in_place, sec * 1e6, algbw, busbw, wrong);
+    perf_row_half(rk, pc, in_place, sec * 1e6, algbw, busbw, wrong);
     rk->bw_sum += busbw;
     rk->bw_count++;
     rk->errors += wrong > 0;
@@ -574,8 +620,14 @@ static void perf_time_test(perf_rank_t *rk, const perf_type_t *t, int op, int ro
         for (size_t size = a->min_bytes, next; size <= a->max_bytes; size = next) {
             perf_case_size(rk, &pc, size);
             perf_row_begin(rk, &pc);
-            perf_bench(rk, &pc, 0);
-            perf_bench(rk, &pc, 1);
+            if (perf_half_on(a, 0))
+                perf_bench(rk, &pc, 0);
+            if (a->out_of_place < 0 && a->delay_us > 0) {   /* -q */
+                struct timespec ts = { a->delay_us / 1000000, a->delay_us % 1000000 * 1000L };
+                nanosleep(&ts, NULL);
+            }
+            if (perf_half_on(a, 1))
+                perf_bench(rk, &pc, 1);
             perf_row_end(rk);
             next = a->step_factor > 1 ? (size ? size * a->step_factor : 1) : size + a->step_bytes;
             if (next <= size)
@@ -649,8 +701,8 @@ static void perf_rank_buffers(perf_rank_t *rk)
     }
     perf_gpu_check(rk, perf_gpu_bind(rk->device));
     perf_gpu_check(rk, perf_gpu_stream_create(job->a.stream_null, &rk->stream));
-    perf_gpu_check(rk, perf_gpu_alloc(bytes, &send));
-    perf_gpu_check(rk, perf_gpu_alloc(bytes, &recv));
+    perf_gpu_check(rk, perf_gpu_alloc_mem(job->a.mem_type, bytes, &send));
+    perf_gpu_check(rk, perf_gpu_alloc_mem(job->a.mem_type, bytes, &recv));
     rk->send = send;
     rk->recv = recv;
     rk->hsend = job->a.check ? perf_buf_alloc(rk, bytes) : NULL;
@@ -667,8 +719,8 @@ static void perf_rank_free(perf_rank_t *rk)
     }
     free(rk->hsend);
     free(rk->hrecv);
-    perf_gpu_check(rk, perf_gpu_free(rk->send));
-    perf_gpu_check(rk, perf_gpu_free(rk->recv));
+    perf_gpu_check(rk, perf_gpu_free_mem(rk->job->a.mem_type, rk->send));
+    perf_gpu_check(rk, perf_gpu_free_mem(rk->job->a.mem_type, rk->recv));
     perf_gpu_check(rk, perf_gpu_stream_destroy(rk->stream));
 }
 
@@ -798,11 +850,34 @@ static void perf_print_intro(const perf_job_t *job)
         char name[64];
         int dev = perf_job_device(job, 0);
         perf_gpu_name(dev, name, sizeof(name));
-        printf("# buffers: device (CUDA driver, device %d: %s)\n", dev, name);
+        if (strcmp(perf_gpu_tag(), "cuda") == 0)
+            printf("# buffers: device (CUDA driver, device %d: %s)\n", dev, name);
+        else   /* rccl-tests' users see the memory type */
+            printf("# buffers: device (%s, device %d: %s; -Y %s: %s)\n", perf_gpu_runtime(),
+                   dev, name, perf_mem_names[a->mem_type], perf_gpu_mem_how(a->mem_type));
     } else {
         printf("# buffers: host (%s)\n", job->why);
     }
     printf("#\n# Using devices\n");
+}
+
+/* -J's file, and -X's (rccl-tests' CSV header first, with -Z csv). Returns 0 or -1. */
+static int perf_job_files(perf_job_t *job)
+{
+    const char *names[2] = { job->a.json, job->a.rccl_file };
+    FILE **files[2] = { &job->json, &job->rccl };
+    for (int i = 0; i < 2; i++) {
+        if (names[i] != NULL && (*files[i] = fopen(names[i], "w")) == NULL) {
+            fprintf(stderr, "%s: cannot write %s: %s\n", job->coll->prog, names[i],
+                    strerror(errno));
+            return -1;
+        }
+    }
+    job->rccl_csv = job->rccl != NULL && job->a.format != NULL && job->a.format[0] == 'c';
+    if (job->rccl_csv)
+        fprintf(job->rccl, "collective, gpus, size, type, redop, inplace, time, algbw, busbw, "
+                "#wrong\n");
+    return 0;
 }
 
 /* Everything between the flags and the threads; returns 0 or an exit status. */
@@ -833,10 +908,8 @@ static int perf_job_setup(perf_job_t *job)
     job->buf_bytes = (job->a.max_bytes + 4095) / 4096 * 4096 + 4096;
     if (gethostname(job->host, sizeof(job->host) - 1) != 0)
         strcpy(job->host, "localhost");
-    if (job->proc == 0 && job->a.json != NULL && (job->json = fopen(job->a.json, "w")) == NULL) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", prog, job->a.json, strerror(errno));
+    if (job->proc == 0 && perf_job_files(job) != 0)
         return 1;
-    }
     /* with NCCL_COMM_ID every process gets the same id; without, there is one process */
     if ((res = ncclGetUniqueId(&job->uid)) != ncclSuccess) {
         fprintf(stderr, "%s: ncclGetUniqueId failed: %s: %s\n", prog, ncclGetErrorString(res),
@@ -880,6 +953,8 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     status = perf_summary(&job);
     if (job.json != NULL)
         fclose(job.json);
+    if (job.rccl != NULL)
+        fclose(job.rccl);
     free(job.ranks);
     return status;
 }

@@ -4,13 +4,14 @@
  * (nccl.h), so the tools run unchanged on NVIDIA's NCCL or on braid.
  *
  * A tool describes its collective in one perf_coll_t and calls perf_main(). The driver
- * parses the nccl-tests flags, finds its ranks (threads of this process, -t, times the
- * processes of a launcher: RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_*), makes one
- * communicator per rank, sweeps the sizes, times each size out of place and in place,
- * checks the results exactly (or within a per-type tolerance where rounding is
- * unavoidable) and prints nccl-tests' table. Buffers are device memory, with a stream per
- * rank, where the CUDA driver loads and has a device (perf_gpu.h), as in nccl-tests;
- * host memory otherwise, or with --host-buffers.
+ * parses the nccl-tests flags (and rccl-tests'), finds its ranks (threads of this
+ * process, -t, times the processes of a launcher: RANK/WORLD_SIZE, OMPI_COMM_WORLD_*,
+ * PMI_*, SLURM_*), makes one communicator per rank, sweeps the sizes, times each size out
+ * of place and in place, checks the results exactly (or within a per-type tolerance where
+ * rounding is unavoidable) and prints nccl-tests' table. Buffers are device memory, with a
+ * stream per rank, where CUDA's driver or HIP's runtime loads and has a device
+ * (perf_gpu.h), as in nccl-tests and rccl-tests; host memory otherwise, or with
+ * --host-buffers.
  *
  * The data helpers below let a tool fill its inputs and compute its expected output: the
  * input element i of rank r is a deterministic value of (type, op, nranks, seed, r, i),
