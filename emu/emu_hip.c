@@ -25,7 +25,8 @@
  * for it; then the module's kernels are the host build of kernels/gpu (emu_module.c),
  * whatever the code object holds, all loaded at once (HIP loads no function lazily). A bundle without the device's processor is
  * hipErrorNoBinaryForGpu; anything else hipErrorInvalidImage. So braid's choice of image,
- * and the error where none fits, are tested as on a GPU. There is no hiprtc here.
+ * and the error where none fits, are tested as on a GPU. hiprtc: emu_hiprtc.c (ROCm 5's
+ * library only, as in ROCm).
  */
 #include <pthread.h>
 #include <stdio.h>
