@@ -79,13 +79,16 @@ braid_status_t braid_dev_kernels_get(int ordinal, braid_dev_kernels_t **k_p)
     braid_status_t st = BRAID_OK;
     pthread_mutex_lock(&dev_lock);
     braid_dev_kernels_t *k = &dev_kernels[ordinal];
-    if (k->copy == NULL)
+    if (k->copy == NULL) {
         st = kernels_load(ops, k);
+        if (st == BRAID_OK)
+            BRAID_INFO(BRAID_SUB_INIT, "%s device %d: braid's kernels from the %s image",
+                       ops->name, ordinal, k->image);
+    }
     pthread_mutex_unlock(&dev_lock);
     *k_p = k;
     return st;
 }
-
 
 braid_status_t braid_dev_kernels_launch(void *fn, void *kargs, size_t kargs_bytes,
                                         size_t units, void *stream)
