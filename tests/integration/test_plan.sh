@@ -8,7 +8,8 @@
 #   - bucket_perf, briefly: fused and unfused paths agree;
 #   - device buffers on braid's emulated CUDA driver, in its strict mode: plan_check -d
 #     (every stream operation delayed 200 us in one run, so a plan that reads a tensor
-#     before its stream wrote it fails) and mlp_demo --device.
+#     before its stream wrote it fails) and mlp_demo --device; then plan_check -d and
+#     mlp_demo --device through braid's HIP backend on the emulated HIP runtime.
 #
 #     tests/integration/test_plan.sh BUILD_DIR     (or BRAID_BUILD_DIR=BUILD_DIR)
 
@@ -86,6 +87,25 @@ if [ -e "$EMU/libcuda.so.1" ]; then
     done
 else
     skip "device buffers: $EMU/libcuda.so.1 (the emulated driver) is not built"
+fi
+
+# The same through braid's HIP backend, on the emulated HIP runtime (test_device_hip.sh);
+# the plans' buffers made with HIP (BRAID_TEST_RUNTIME=hip), mlp_demo's asking for it
+HIPEMU=$BUILD_DIR/emu/rocm6/.libs
+if [ ! -e "$BUILD_DIR/kernels/gpu/kernels.hipfb" ]; then
+    skip "device buffers through HIP: braid was built without hipcc (no HIP code object)"
+else
+    if run "plan_check -d on 2 ranks, HIP" 0 env LD_LIBRARY_PATH="$HIPEMU" \
+        BRAID_TEST_RUNTIME=hip "$BRAIDRUN" -n 2 "$CHECK" -d; then
+        expect_in "plan_check -d on 2 ranks, HIP: every rank passed" "$TMP/out" \
+            "^plan_check: rank 1 of 2: [0-9]+ passed, 0 failed"
+    fi
+    if run "mlp_demo --device --pattern fsdp --wire bf16, HIP" 0 env LD_LIBRARY_PATH="$HIPEMU" \
+        BRAID_DEVICE=hip "$BRAIDRUN" -n 4 "$BUILD_DIR/mlp_demo" --device --pattern fsdp \
+        --wire bf16; then
+        expect_in "mlp_demo --device on HIP: weights within tolerance" "$TMP/out" \
+            '^mlp_demo: fsdp wire=bf16 ranks=4 steps=30 buckets=[0-9]+ max\|w-ref\|=[-+.e0-9]+ tol=[-+.e0-9]+ OK$'
+    fi
 fi
 
 checks_end
