@@ -41,8 +41,9 @@
  * summary prints the largest difference and the largest tol. Exit 0 when every step's
  * check and every final weight pass, 1 otherwise, 2 on a failed call or a bad flag.
  *
- * --device: the plan's buffers (gradients, FSDP parameters and shards) are CUDA device
- * memory (a GPU, or braid's emulated driver on LD_LIBRARY_PATH). The model still computes
+ * --device: the plan's buffers (gradients, FSDP parameters and shards) are device memory,
+ * of CUDA's driver or HIP's runtime as the perf tools choose (perf_gpu.c: a GPU, or braid's
+ * emulated driver or runtime on LD_LIBRARY_PATH). The model still computes
  * on the CPU, so each gradient is copied to the device before it is marked ready on the
  * demo's stream, and results are copied back after braidPlanWait.
  */
@@ -604,8 +605,8 @@ static void usage(FILE *f)
             "  --steps     SGD steps, 1 to 10000 (default 30)\n"
             "  --bucket    the plan's bucketBytes (K, M suffixes; default 4K; 0: automatic)\n"
             "  --rebuild   ddp: braidPlanRebuild after the first step\n"
-            "  --device    the plan's buffers in CUDA device memory (a GPU or braid's\n"
-            "              emulated driver)\n");
+            "  --device    the plan's buffers in device memory: CUDA's or HIP's, as\n"
+            "              BRAID_DEVICE says (a GPU, or braid's emulated runtimes)\n");
 }
 
 static int parse_size(const char *s, size_t *v_p)
