@@ -792,6 +792,16 @@ static hipError_t elf_check(const unsigned char *img)
     return hipErrorNoBinaryForGpu;
 }
 
+/* Does the image start with magic? Reads no further than the first byte that differs (the
+ * image's size is not given: a short one must not be read past its end). */
+static int starts_with(const unsigned char *img, const char *magic)
+{
+    size_t i = 0;
+    while (magic[i] != '\0' && img[i] == (unsigned char)magic[i])
+        i++;
+    return magic[i] == '\0';
+}
+
 EMU_API hipError_t hipModuleLoadData(hipModule_t *mod, const void *image)
 {
     const unsigned char *img = image;
@@ -799,9 +809,9 @@ EMU_API hipError_t hipModuleLoadData(hipModule_t *mod, const void *image)
     ENTER();
     if (mod == NULL || image == NULL)
         return ret(hipErrorInvalidValue);
-    if (memcmp(img, EMU_BUNDLE_MAGIC, strlen(EMU_BUNDLE_MAGIC)) == 0)
+    if (starts_with(img, EMU_BUNDLE_MAGIC))
         r = bundle_check(img);
-    else if (memcmp(img, "\x7f" "ELF", 4) == 0)
+    else if (starts_with(img, "\x7f" "ELF"))
         r = elf_check(img);
     else
         r = hipErrorInvalidImage;
