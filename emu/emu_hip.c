@@ -1,20 +1,24 @@
 /*
- * The emulated HIP runtime's face: libamdhip64.so.5 (EMU_HIP_MAJOR 5, ROCm 5.2's ABI) or
- * libamdhip64.so.6 (EMU_HIP_MAJOR 6, ROCm 6.2's), over the same engine as the emulated
- * CUDA driver (emu_cuda.c): its devices, memory, streams, events, IPC and kernels. What a
- * HIP program and braid's HIP backend (src/device/hip.c) call is here; nothing else.
+ * The emulated HIP runtime's face: libamdhip64.so.5 (EMU_HIP_MAJOR 5, ROCm 5.2's ABI),
+ * libamdhip64.so.6 (6: ROCm 6.2's) or libamdhip64.so.7 (7: ROCm 7.0's), over the same
+ * engine as the emulated CUDA driver (emu_cuda.c): its devices, memory, streams, events,
+ * IPC and kernels. What a HIP program and braid's HIP backend (src/device/hip.c) call is
+ * here; nothing else.
  *
- * Where the two ROCm releases differ, each library presents its own:
- *   - hipRuntimeGetVersion: 5.2 or 6.2;
- *   - hipPointerGetAttributes' memory types (hipMemoryTypeDevice is 1 in 5.x, 2 in 6.x);
+ * Where the releases differ, each library presents its own:
+ *   - hipRuntimeGetVersion: 5.2, 6.2 or 7.0;
+ *   - hipPointerGetAttributes' memory types (hipMemoryTypeDevice is 1 in 5.x, 2 from 6.0);
+ *     memory the runtime does not know is hipErrorInvalidValue in 5.x and 6.x, success with
+ *     hipMemoryTypeUnregistered (0) from 7.0;
  *   - hipDeviceProp_t: the 5.x layout from hipGetDeviceProperties (.so.5), the 6.x one from
- *     hipGetDevicePropertiesR0600 and the 5.x one from hipGetDevicePropertiesR0000 (.so.6);
- *   - hipIpcOpenMemHandle's one flag: 0 in 5.x, 0x1 in 6.x; any other value is
- *     hipErrorInvalidValue, as each release answers.
- * As in both releases, hipGetLastError gives the result of the thread's last call (and
- * clears it); hipStreamWaitValue32 compares the word under its mask as a plain number,
- * not wrapping as CUDA does; memory the runtime does not know is hipErrorInvalidValue for
- * hipPointerGetAttributes.
+ *     hipGetDevicePropertiesR0600 and the 5.x one from hipGetDevicePropertiesR0000 (.so.6,
+ *     .so.7);
+ *   - hipIpcOpenMemHandle's one flag: 0 in 5.x, 0x1 from 6.0; any other value is
+ *     hipErrorInvalidValue, as each release answers;
+ *   - hipGetLastError: the result of the thread's last call in 5.x and 6.x, its last error
+ *     (a success does not clear it) from 7.0; either way reading it clears it.
+ * In every release hipStreamWaitValue32 compares the word under its mask as a plain number,
+ * not wrapping as CUDA does.
  *
  * Devices: BRAID_EMU_DEVICES of them (emu.c), each an AMD GPU whose gcnArchName is
  * BRAID_EMU_HIP_ARCH (default gfx90a:sramecc+:xnack-). HIP initialises on the first call;
@@ -38,10 +42,11 @@
 #include "kernels/gpu/kargs.h"
 
 #ifndef EMU_HIP_MAJOR
-#error "EMU_HIP_MAJOR (5 or 6) names the ROCm release this library presents"
+#error "EMU_HIP_MAJOR (5, 6 or 7) names the ROCm release this library presents"
 #endif
 
-#define EMU_HIP_VERSION (EMU_HIP_MAJOR * 10000000 + 2 * 100000)   /* 5.2.0 or 6.2.0 */
+/* 5.2.0, 6.2.0 or 7.0.0 */
+#define EMU_HIP_VERSION (EMU_HIP_MAJOR * 10000000 + (EMU_HIP_MAJOR < 7 ? 2 : 0) * 100000)
 #define EMU_HIP_ARCH_DEFAULT "gfx90a:sramecc+:xnack-"
 
 /* hipError_t values the emulator answers beyond hip_abi.h's (the HIP headers' values, the
@@ -71,7 +76,8 @@ static __thread hipError_t hip_last;   /* hipGetLastError's */
 
 static hipError_t ret(hipError_t r)
 {
-    hip_last = r;
+    if (EMU_HIP_MAJOR < 7 || r != hipSuccess)
+        hip_last = r;
     return r;
 }
 
@@ -437,8 +443,15 @@ EMU_API hipError_t hipPointerGetAttributes(hipPointerAttribute_t *attr, const vo
 {
     emu_alloc_t a;
     ENTER();
-    if (attr == NULL || p == NULL || !emu_mem_lookup((CUdeviceptr)(uintptr_t)p, &a))
+    if (attr == NULL || p == NULL)
         return ret(hipErrorInvalidValue);
+    if (!emu_mem_lookup((CUdeviceptr)(uintptr_t)p, &a)) {
+        if (EMU_HIP_MAJOR < 7)
+            return ret(hipErrorInvalidValue);
+        memset(attr, 0, sizeof(*attr));      /* hipMemoryTypeUnregistered */
+        attr->device = -1;
+        return ret(hipSuccess);
+    }
     int device = a.kind == EMU_MEM_DEVICE || a.kind == EMU_MEM_IPC;
     memset(attr, 0, sizeof(*attr));
     attr->device = a.dev;

@@ -3,8 +3,8 @@
  *
  *   emu_cuda.c     the CUDA driver's face (libcuda.so.1): the exported names,
  *                  cuGetProcAddress
- *   emu_hip.c      the HIP runtime's face (libamdhip64.so.5 and .so.6): HIP's names over
- *                  the engine, its code objects, ROCm 5's and 6's differences
+ *   emu_hip.c      the HIP runtime's face (libamdhip64.so.5, .so.6, .so.7): HIP's names
+ *                  over the engine, its code objects, the releases' differences
  *   emu_hiprtc.c   ROCm 5's hiprtc entries: the installed ROCm's hiprtc, called through
  *   emu.c          cuInit, devices, primary contexts, error strings
  *   emu_mem.c      device memory (one memfd each), host memory, IPC, the allocation table

@@ -40,7 +40,8 @@ typedef struct cudrv {
     CUcontext ctx;
 } cudrv_t;
 
-static const char *const cudrv_hip_libs[] = { "libamdhip64.so.6", "libamdhip64.so.5" };
+static const char *const cudrv_hip_libs[] = { "libamdhip64.so.7", "libamdhip64.so.6",
+                                              "libamdhip64.so.5" };
 
 static int cudrv_hip(void)
 {

@@ -26,7 +26,8 @@
 # With BRAID_TEST_RUNTIME=hip (test_device_hip.sh) every step runs through braid's HIP
 # backend on the emulated HIP runtime of ROCm 6 (emu/rocm6: the same engine, HIP's face),
 # the tests' own buffers and streams made with HIP, and coll_check once more on ROCm 5's
-# (emu/rocm5); skipped where braid carries no HIP code object (no hipcc at build time).
+# and 7's (emu/rocm5, emu/rocm7), on other archs, and where no code object serves;
+# skipped where braid carries no HIP code object (no hipcc at build time).
 # Exit status as automake reads it: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -94,9 +95,11 @@ run "coll_check -d, the host engine (BRAID_P2P=0), 4 ranks on one thread" $limit
 run "coll_check -d, 2 processes, the emulator not strict" $limit \
     env BRAID_EMU_STRICT=0 "$check" -d -q -w $w -o "$sections" -p 2
 if [ "$runtime" = hip ]; then
-    run "coll_check -d, 2 processes, on ROCm 5's runtime (emu/rocm5)" $limit \
-        env LD_LIBRARY_PATH="${LD_LIBRARY_PATH/#$emu/$build/emu/rocm5/.libs}" \
-        "$check" -d -q -w $w -o "$sections" -p 2
+    for r in 5 7; do
+        run "coll_check -d, 2 processes, on ROCm $r's runtime (emu/rocm$r)" $limit \
+            env LD_LIBRARY_PATH="${LD_LIBRARY_PATH/#$emu/$build/emu/rocm$r/.libs}" \
+            "$check" -d -q -w $w -o "$sections" -p 2
+    done
     run "coll_check -d, 2 processes on a gfx908 (its code object of braid's bundle)" $limit \
         env BRAID_EMU_HIP_ARCH=gfx908 "$check" -d -q -w $w -o reduce -p 2
     # an arch no embedded code object serves: braid compiles its kernels with hiprtc, where
