@@ -94,7 +94,8 @@ echo "installed $BUILD_DIR (prefix $prefix) into $STAGE"
 mkdir -p "$(dirname "$PREFIX_DIR")" && ln -s "$STAGE$prefix" "$PREFIX_DIR" || exit 99
 for f in bin/braidrun lib/libbraid.so.0 lib/braid/libnccl.so.2 lib/braid/librccl.so.1 \
          include/nccl.h include/nccl_device.h include/rccl/rccl.h include/braid.h \
-         lib/pkgconfig/braid.pc; do
+         lib/pkgconfig/braid.pc lib/braid/emu/libcuda.so.1 lib/braid/emu/rocm5/libamdhip64.so.5 \
+         lib/braid/emu/rocm6/libamdhip64.so.6 lib/braid/emu/rocm7/libamdhip64.so.7; do
     [ -e "$PREFIX_DIR/$f" ] || fail "make install did not install \$prefix/$f"
 done
 [ "$FAILS" -eq 0 ] && pass "make install puts what the README names in \$prefix"
