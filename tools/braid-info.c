@@ -10,6 +10,7 @@
  *                            the algorithm the tuner picks per collective and size there
  *     braid-info -a          the algorithms, what they build, and NCCL_ALGO's names
  */
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +50,7 @@ static void info_usage(FILE *out, const char *prog)
             "  -l  also print a layout of ranks on hosts, K ranks on each (at most %d ranks),\n"
             "      and the algorithm the tuner picks there per collective and size\n"
             "  -a  print the algorithms and the collectives each builds\n"
-            "  -h  print this help\n",
+            "  -h, --help  print this help\n",
             prog, INFO_LAYOUT_MAX);
 }
 
@@ -214,11 +215,44 @@ static void info_algos_print(FILE *out)
     }
 }
 
+/* Settings that are not braid's parameters: read by braidrun and by the emulated GPU
+ * runtimes (emu/), each from its own environment. */
+static const struct {
+    const char *name, *reader, *what;
+} info_other[] = {
+    { "BRAIDRUN_KILL_AFTER", "braidrun", "seconds braidrun waits for the other ranks after "
+      "one fails before it stops them (default 10; -k)" },
+    { "BRAID_EMU_DEVICES", "emulator", "devices it has (default 1, at most 64)" },
+    { "BRAID_EMU_STRICT", "emulator", "1: as unforgiving as a real driver (README)" },
+    { "BRAID_EMU_LOCK_WARN_MS", "emulator", "strict mode: a wait for its driver lock longer "
+      "than this is said on stderr (default 2000)" },
+    { "BRAID_EMU_DELAY_US", "emulator", "every stream operation waits this long first" },
+    { "BRAID_EMU_NO_HOST_REGISTER", "emulator", "1: host memory cannot be mapped for the "
+      "device" },
+    { "BRAID_EMU_STALL_LAUNCH", "emulator", "the process's N-th kernel launch never ends" },
+    { "BRAID_EMU_FULL_GRID", "emulator", "1: a launch runs every thread of its grid" },
+    { "BRAID_EMU_HIP_ARCH", "emulator", "the emulated AMD GPU's gcnArchName (default "
+      "gfx90a:sramecc+:xnack-)" },
+    { "BRAID_EMU_HIPRTC", "emulator", "ROCm 5's face: the library whose hiprtc it compiles "
+      "with (default: the installed ROCm's)" },
+};
+
+static void info_other_print(FILE *out)
+{
+    fprintf(out, "settings read by braidrun and the emulated GPU runtimes (not braid's):\n");
+    for (size_t i = 0; i < sizeof(info_other) / sizeof(info_other[0]); i++) {
+        const char *v = getenv(info_other[i].name);
+        fprintf(out, "%-27s %-9s %-19s %s\n", info_other[i].name, info_other[i].reader,
+                v != NULL ? v : "(unset)", info_other[i].what);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int only_params = 0, algos = 0, opt;
     const char *layout = NULL;
-    while ((opt = getopt(argc, argv, "cal:h")) != -1) {
+    static const struct option longopts[] = { { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    while ((opt = getopt_long(argc, argv, "cal:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             only_params = 1;
@@ -255,5 +289,6 @@ int main(int argc, char **argv)
         fprintf(stdout, "parameters:\n");
     }
     braid_param_dump(stdout);
+    info_other_print(stdout);
     return fflush(stdout) == 0 ? 0 : 1;
 }

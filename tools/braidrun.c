@@ -71,7 +71,7 @@ static void br_usage(FILE *out)
             "  -k SECONDS  after a rank fails, wait this long for the others, then stop them\n"
             "              (default 10, or BRAIDRUN_KILL_AFTER)\n"
             "  -b          bind rank r to the r-th CPU braidrun may run on (N at most that)\n"
-            "  -h          this help\n"
+            "  -h, --help  this help\n"
             "  SIGINT, SIGTERM and SIGHUP are forwarded to all ranks. Exit status: 0 if all\n"
             "  ranks exit 0, else the first failing rank's status (128+signal if killed).\n",
             BR_MAX_RANKS);
@@ -126,8 +126,9 @@ static int br_parse(int argc, char **argv, br_job_t *job, int *exit_p)
                 env_k);
         return *exit_p = 2;
     }
+    static const struct option longopts[] = { { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     opterr = 0;
-    while ((c = getopt(argc, argv, "+n:k:bh")) != -1) {
+    while ((c = getopt_long(argc, argv, "+n:k:bh", longopts, NULL)) != -1) {
         switch (c) {
         case 'n':
             errno = 0;
@@ -153,7 +154,10 @@ static int br_parse(int argc, char **argv, br_job_t *job, int *exit_p)
             *exit_p = 0;
             return 1;
         default:
-            fprintf(stderr, "braidrun: invalid option or missing value: -%c\n", optopt);
+            if (optopt != 0)
+                fprintf(stderr, "braidrun: invalid option or missing value: -%c\n", optopt);
+            else
+                fprintf(stderr, "braidrun: invalid option: %s\n", argv[optind - 1]);
             goto bad;
         }
     }

@@ -41,6 +41,10 @@ T="timeout 120"
 # ---- braidrun ----
 
 run "braidrun -h" 0 "$BRAIDRUN" -h && expect_in "braidrun -h prints usage" "$TMP/out" "^usage: braidrun"
+run "braidrun --help" 0 "$BRAIDRUN" --help &&
+    expect_in "braidrun --help prints usage" "$TMP/out" "^usage: braidrun"
+run "braidrun --bogus" 2 "$BRAIDRUN" --bogus -n 1 true &&
+    expect_in "braidrun --bogus: named" "$TMP/err" "invalid option: --bogus"
 run "braidrun bad flag" 2 "$BRAIDRUN" -x true && expect_in "braidrun bad flag: usage" "$TMP/err" "usage: braidrun"
 run "braidrun without -n" 2 "$BRAIDRUN" true && pass "braidrun without -n exits 2"
 run "braidrun without a command" 2 "$BRAIDRUN" -n 2 && pass "braidrun without a command exits 2"
@@ -303,6 +307,13 @@ run "braidrun -n 2 all_gather_perf -t 2" 0 "$BRAIDRUN" -n 2 "$PERF" -t 2 -b 1K -
 
 # braid-info: this host's topology, a layout of ranks on hosts, a bad layout refused.
 if INFO=$(find_tool braid-info); then
+    run "braid-info -c" 0 env BRAID_EMU_HIP_ARCH=gfx942 "$INFO" -c &&
+        expect_in "braid-info -c: braidrun's and the emulators' settings too" "$TMP/out" \
+            "^BRAID_EMU_HIP_ARCH +emulator +gfx942 " &&
+        expect_in "braid-info -c: BRAIDRUN_KILL_AFTER" "$TMP/out" "^BRAIDRUN_KILL_AFTER "
+    for h in -h --help; do
+        run "braid-info $h" 0 "$INFO" $h && expect_in "braid-info $h prints usage" "$TMP/out" "^usage: "
+    done
     run "braid-info -l 3,1" 0 "$INFO" -l 3,1 &&
         expect_in "braid-info: this host's cores" "$TMP/out" "this host: [0-9]+ packages, [1-9][0-9]* cores" &&
         expect_in "braid-info: the layout's hosts" "$TMP/out" "layout 3,1: 4 ranks on 2 hosts \\(uneven\\)" &&
