@@ -161,8 +161,13 @@ void braid_dev_kernels_report(void (*line)(void *arg, const char *text), void *a
     char buf[512];
     const braid_device_ops_t *ops = braid_device();
     for (int i = 0; i < braid_gpu_nimages; i++) {
-        snprintf(buf, sizeof(buf), "kernel image %s: %s (%zu bytes)", braid_gpu_images[i].kind,
-                 braid_gpu_images[i].archs, braid_gpu_images[i].size);
+        const braid_gpu_image_t *img = &braid_gpu_images[i];
+        if (strcmp(img->kind, "emu") == 0)   /* a marker: the kernels are in the emulator */
+            snprintf(buf, sizeof(buf), "kernel image emu: the host build, linked into braid's "
+                     "emulated GPU runtimes (here a %zu-byte marker that names it)", img->size);
+        else
+            snprintf(buf, sizeof(buf), "kernel image %s: %s (%zu bytes)", img->kind, img->archs,
+                     img->size);
         line(arg, buf);
     }
     snprintf(buf, sizeof(buf), "kernel source for run-time compiles: %s",
