@@ -8,6 +8,7 @@
 
 #include "algorithms/tune.h"
 #include "algorithms/usched.h"
+#include "base/log.h"
 
 /* What a setting's names mean: a mask per name (0 for a name known to NCCL that braid has
  * nothing for), and which bits apply to each collective. */
@@ -148,6 +149,7 @@ static braid_status_t tune_section(const tune_names_t *tn, const char *spec, con
 {
     char known[512];
     int kind = -1;
+    const char *section = p;
     const char *colon = memchr(p, ':', (size_t)(end - p));
     if (colon != NULL) {
         const char *c = skip_space(p, colon);
@@ -189,6 +191,10 @@ static braid_status_t tune_section(const tune_names_t *tn, const char *spec, con
         else if (kind >= 0)
             return braid_err(BRAID_ERR_INVALID, "%s=\"%s\" leaves %s nothing braid has",
                              tn->setting, spec, braid_coll_name(k));
+        else   /* a section for every collective: one it does not fit keeps its choice */
+            BRAID_INFO(BRAID_SUB_TUNING, "%s=\"%s\": \"%.*s\" names nothing %s has: its "
+                       "choice is left as it was", tn->setting, spec,
+                       (int)trim_len(section, end), section, braid_coll_name(k));
     }
     return BRAID_OK;
 }

@@ -7,7 +7,8 @@
  * calls out of place and in place, check one call against the expected data (a rank
  * whose recvbuff the collective must not touch checks that it did not), and let global
  * rank 0 print the row. Ranks agree on times and error counts through their own
- * communicator (a one-element all-reduce), so threads and processes need no other channel.
+ * communicator (sends and receives through rank 0: perf_agree), so threads and processes
+ * need no other channel.
  *
  * Device buffers (perf_gpu.h: CUDA's driver or HIP's runtime; with HIP, of rccl-tests'
  * memory type -Y), as in nccl-tests: each rank thread binds its device and issues every
@@ -143,15 +144,64 @@ static void perf_sync(perf_rank_t *rk)
     perf_nccl(rk, "a queued call (ncclCommGetAsyncError)", res != ncclSuccess ? res : async);
 }
 
-/* The driver's own agreement between ranks: an all-reduce on this rank's communicator, on
- * host memory once the rank's queued calls are done. */
+/* acc op= in, count elements of dt: the types and ops perf_agree is used with. */
+static void perf_host_reduce(void *acc, const void *in, size_t count, ncclDataType_t dt,
+                             ncclRedOp_t op)
+{
+    for (size_t i = 0; i < count; i++) {
+        switch (dt) {
+        case ncclUint8: ((uint8_t *)acc)[i] += ((const uint8_t *)in)[i]; break;
+        case ncclInt32: ((int32_t *)acc)[i] += ((const int32_t *)in)[i]; break;
+        case ncclInt64: ((int64_t *)acc)[i] += ((const int64_t *)in)[i]; break;
+        default: {          /* ncclFloat64 */
+            double *a = (double *)acc + i, b = ((const double *)in)[i];
+            *a = op == ncclMin ? (b < *a ? b : *a) : op == ncclMax ? (b > *a ? b : *a) : *a + b;
+        }
+        }
+    }
+}
+
+static size_t perf_agree_size(ncclDataType_t dt)
+{
+    return dt == ncclUint8 ? 1 : dt == ncclInt32 ? 4 : 8;
+}
+
+/*
+ * The driver's own agreement between ranks, on host memory once the rank's queued calls
+ * are done: an all-reduce made of sends and receives through global rank 0 (every rank's
+ * part to it, the result back), so that NCCL_ALGO, which may force an algorithm that
+ * cannot run these small calls, never touches it.
+ */
 static void perf_agree(perf_rank_t *rk, void *buf, size_t count, ncclDataType_t dt,
                        ncclRedOp_t op)
 {
+    int n = rk->job->nranks;
+    size_t bytes = count * perf_agree_size(dt);
     perf_sync(rk);
     perf_busy(rk, 1);
-    perf_nccl(rk, "ncclAllReduce (driver sync)",
-              ncclAllReduce(buf, buf, count, dt, op, rk->comm, NULL));
+    if (rk->rank != 0) {
+        perf_nccl(rk, "ncclSend (driver sync)", ncclSend(buf, count, dt, 0, rk->comm, NULL));
+        perf_nccl(rk, "ncclRecv (driver sync)", ncclRecv(buf, count, dt, 0, rk->comm, NULL));
+        perf_busy(rk, 0);
+        return;
+    }
+    char *parts = malloc(bytes * (size_t)(n > 1 ? n - 1 : 1));
+    if (parts == NULL) {
+        fprintf(stderr, "%s: no memory for the ranks' agreement\n", rk->job->coll->prog);
+        exit(1);
+    }
+    perf_nccl(rk, "ncclGroupStart (driver sync)", ncclGroupStart());
+    for (int p = 1; p < n; p++)
+        perf_nccl(rk, "ncclRecv (driver sync)",
+                  ncclRecv(parts + (size_t)(p - 1) * bytes, count, dt, p, rk->comm, NULL));
+    perf_nccl(rk, "ncclGroupEnd (driver sync)", ncclGroupEnd());
+    for (int p = 1; p < n; p++)
+        perf_host_reduce(buf, parts + (size_t)(p - 1) * bytes, count, dt, op);
+    free(parts);
+    perf_nccl(rk, "ncclGroupStart (driver sync)", ncclGroupStart());
+    for (int p = 1; p < n; p++)
+        perf_nccl(rk, "ncclSend (driver sync)", ncclSend(buf, count, dt, p, rk->comm, NULL));
+    perf_nccl(rk, "ncclGroupEnd (driver sync)", ncclGroupEnd());
     perf_busy(rk, 0);
 }
 

@@ -286,6 +286,11 @@ PERF=$(find_tool all_reduce_perf)
 run "all_reduce_perf --selftest" 0 "$PERF" --selftest && pass "all_reduce_perf data self-test"
 run "multi-process without NCCL_COMM_ID" 2 env RANK=0 WORLD_SIZE=2 NCCL_COMM_ID= "$PERF" -b 8 -e 8 &&
     expect_in "all_reduce_perf asks for NCCL_COMM_ID" "$TMP/err" "NCCL_COMM_ID"
+# An algorithm forced for the measured calls must not reach the tool's own agreement
+# between ranks: twoshot declines small calls, so an all-reduce of the driver's would fail.
+run "all_reduce_perf with NCCL_ALGO=allreduce:twoshot" 0 env NCCL_ALGO=allreduce:twoshot \
+    "$PERF" -t 2 -b 1M -e 1M -c 1 && expect_in "NCCL_ALGO=allreduce:twoshot: a row, checked" \
+    "$TMP/out" "^ +1048576 +262144 +float +sum +-1 .* 0 *$"
 # The other launchers' variables: braidrun's RANK/WORLD_SIZE renamed, then dropped.
 TOOL=all_gather
 tool_info "$TOOL"
