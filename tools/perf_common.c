@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -985,10 +986,29 @@ static int perf_summary(const perf_job_t *job)
     return r0->errors != 0 || low ? 1 : 0;
 }
 
+/*
+ * SIGINT, SIGTERM and SIGHUP end the tool as by default (status 128 + signal, as braidrun
+ * reports it): libraries that libbraid links install their own handlers as they load,
+ * before main (libfabric's PSM provider, libinfinipath: exit(1) on SIGINT and SIGTERM;
+ * UCX: SIGHUP). One the tool inherited as ignored stays ignored where it still reads so.
+ */
+static void perf_signals_default(void)
+{
+    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        struct sigaction a;
+        if (sigaction(sigs[i], NULL, &a) == 0 && !(a.sa_flags & SA_SIGINFO) &&
+            a.sa_handler == SIG_IGN)
+            continue;
+        signal(sigs[i], SIG_DFL);
+    }
+}
+
 int perf_main(int argc, char **argv, const perf_coll_t *coll)
 {
     perf_job_t job = { .coll = coll };
     int status = 0;
+    perf_signals_default();
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (perf_args_parse(argc, argv, perf_launched_not_first(), &job.a, &status) != 0)
         return status;

@@ -291,6 +291,29 @@ run "multi-process without NCCL_COMM_ID" 2 env RANK=0 WORLD_SIZE=2 NCCL_COMM_ID=
 run "all_reduce_perf with NCCL_ALGO=allreduce:twoshot" 0 env NCCL_ALGO=allreduce:twoshot \
     "$PERF" -t 2 -b 1M -e 1M -c 1 && expect_in "NCCL_ALGO=allreduce:twoshot: a row, checked" \
     "$TMP/out" "^ +1048576 +262144 +float +sum +-1 .* 0 *$"
+# SIGINT to braidrun, once the ranks are measuring: they end by it (status 128 + 2), not by
+# exit(1) from a handler a library braid links installs as it loads (libinfinipath's).
+"$BRAIDRUN" -n 2 "$PERF" -b 1M -e 1M -n 1000000 -w 0 >"$TMP/sig.out" 2>&1 &
+sig_pid=$!
+for _ in $(seq 600); do
+    grep -q "^# Using devices" "$TMP/sig.out" && break
+    sleep 0.1
+done
+if ! grep -q "^# Using devices" "$TMP/sig.out"; then
+    kill -KILL $sig_pid 2>/dev/null
+    fail "braidrun all_reduce_perf: no ranks measuring after 60 s (cannot test SIGINT)"
+    wait $sig_pid
+else
+    kill -INT $sig_pid
+    wait $sig_pid
+    rc=$?
+    if [ $rc = 130 ] && grep -q "rank 0 (pid [0-9]*) killed by signal 2" "$TMP/sig.out"; then
+        pass "SIGINT ends braidrun's ranks by the signal (status 130)"
+    else
+        cat "$TMP/sig.out"
+        fail "SIGINT: braidrun exited $rc, its ranks not killed by signal 2"
+    fi
+fi
 # The other launchers' variables: braidrun's RANK/WORLD_SIZE renamed, then dropped.
 TOOL=all_gather
 tool_info "$TOOL"
