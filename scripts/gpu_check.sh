@@ -62,6 +62,9 @@ if [ "$emu_mode" = 1 ]; then
     fi
     export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     echo "emulated CUDA driver: $emu/libcuda.so.1 (no GPU is used)"
+elif ! command -v nvidia-smi >/dev/null; then
+    echo "gpu_check.sh: no GPU here (no nvidia-smi: NVIDIA's driver is not installed)"
+    exit 77
 elif ! nvidia-smi -L >"$out/gpus.txt" 2>&1 || ! grep -q '^GPU ' "$out/gpus.txt"; then
     echo "gpu_check.sh: no GPU here (nvidia-smi -L: $(head -c 200 "$out/gpus.txt"))"
     exit 77

@@ -95,13 +95,16 @@ static int64_t perf_now_ns(void)
 /* A failed call: name it, then end the process (peers see it go and fail too). */
 static void perf_die(const perf_rank_t *rk, const char *what, ncclResult_t res)
 {
-    const char *last = ncclGetLastError(rk->comm);
+    const char *last = ncclGetLastError(rk->comm), *name = ncclGetErrorString(res);
+    int has_last = last != NULL && last[0] != '\0';
+    /* NCCL's text ends "(run with NCCL_DEBUG=WARN for details)": not when they follow */
+    const char *hint = has_last ? strstr(name, " (run with NCCL_DEBUG") : NULL;
     if (rk->in_row)
         putchar('\n');   /* end the half-printed row */
     fflush(stdout);
-    fprintf(stderr, "%s: rank %d: %s failed: %s%s%s\n", rk->job->coll->prog, rk->rank, what,
-            ncclGetErrorString(res), last != NULL && last[0] != '\0' ? ": " : "",
-            last != NULL ? last : "");
+    fprintf(stderr, "%s: rank %d: %s failed: %.*s%s%s\n", rk->job->coll->prog, rk->rank, what,
+            hint != NULL ? (int)(hint - name) : (int)strlen(name), name, has_last ? ": " : "",
+            has_last ? last : "");
     _exit(1);
 }
 
@@ -395,9 +398,8 @@ static void perf_print_devices(perf_rank_t *rk)
                  "%s\n", rk->rank, 0, (int)getpid(), job->host, rk->device, perf_gpu_tag(),
                  name);
     } else {
-        snprintf(line, PERF_LINE, "#  Rank %2d Group %2d Pid %6d on %10.64s device %2d [host] "
-                 "host memory\n", rk->rank, 0, (int)getpid(), job->host,
-                 job->local_rank * job->a.nthreads + rk->thread);
+        snprintf(line, PERF_LINE, "#  Rank %2d Group %2d Pid %6d on %10.64s host memory, no "
+                 "device\n", rk->rank, 0, (int)getpid(), job->host);
     }
     perf_agree(rk, lines, n * PERF_LINE, ncclUint8, ncclSum);
     for (size_t i = 0; rk->rank == 0 && i < n; i++)

@@ -143,9 +143,11 @@ static braid_status_t root_timeout(bs_root_t *root)
     char list[200];
     int missing = root_missing_str(root, list, sizeof(list));
     return root_fail(root, -1, BRAID_ERR_TIMEOUT,
-                     "bootstrap: rank%s %s of %d did not join within %d s (root %s): they "
-                     "crashed, were not started, or use another unique id",
-                     missing > 1 ? "s" : "", list, root->nranks, root->timeout_s, root->where);
+                     "bootstrap: rank%s %s of %d did not join within %d s (root %s): %s "
+                     "crashed, %s not started, or %s another unique id",
+                     missing > 1 ? "s" : "", list, root->nranks, root->timeout_s, root->where,
+                     missing > 1 ? "they" : "it", missing > 1 ? "were" : "was",
+                     missing > 1 ? "use" : "uses");
 }
 
 /* The first rank of the job fixes nranks and the info length, and starts the clock. */

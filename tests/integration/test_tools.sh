@@ -333,6 +333,13 @@ run "braidrun -n 2 all_gather_perf -t 2" 0 "$BRAIDRUN" -n 2 "$PERF" -t 2 -b 1K -
         check_table "2 processes x 2 threads" 4 "2 0 1024 2048"
     else fail "braidrun -n 2 all_gather_perf -t 2: not 4 ranks"; fi
 
+# braid-flight: a path that names nothing is said to be missing, not to hold no dump.
+if command -v python3 >/dev/null; then
+    run "braid-flight /nonexistent" 2 python3 "$SRC_DIR/tools/braid-flight" "$TMP/nonexistent" &&
+        expect_in "braid-flight names the missing path" "$TMP/err" \
+            "nonexistent: no such file or directory"
+fi
+
 # braid-info: this host's topology, a layout of ranks on hosts, a bad layout refused.
 if INFO=$(find_tool braid-info); then
     run "braid-info -c" 0 env BRAID_EMU_HIP_ARCH=gfx942 "$INFO" -c &&
