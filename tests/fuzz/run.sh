@@ -26,6 +26,8 @@ if ! make -s -C "$src" -f tests/fuzz/fuzz.mk SRC="$src" OUT="$out" -j"${FUZZ_JOB
     exit 1
 fi
 
+set -- $harnesses
+echo "fuzz: $# harnesses: $harnesses"   # scripts/test.sh checks that each of them ran
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$out/artifacts"
