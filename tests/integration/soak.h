@@ -82,6 +82,7 @@ typedef struct soak_stats {
     char noticed_how[SOAK_MAX_KILLS][SOAK_TEXT];
     char failed_how[SOAK_TEXT];          /* why it failed (soak_fail), repeated in the report */
     int done;                            /* finished and closed its communicator */
+    int pid;                             /* the rank's process */
 } soak_stats_t;
 
 typedef struct soak_shared {

@@ -299,19 +299,49 @@ static void kill_plan(rank_state_t *rs)
 
 /* ---- a death noticed ----------------------------------------------------------------- */
 
+/* The launch rank of the process whose pid the text gives just before `phrase` ("rank R
+ * (pid P on HOST) phrase"), or -1. */
+static int named_before(const char *text, const char *phrase)
+{
+    const char *at = strstr(text, phrase), *p;
+    if (at == NULL)
+        return -1;
+    for (p = at; p > text && strncmp(p, "(pid ", 5) != 0; p--)
+        ;
+    int pid = strncmp(p, "(pid ", 5) == 0 ? atoi(p + 5) : 0;
+    for (int r = 0; pid > 0 && r < soak_sh->o.nranks; r++)
+        if (soak_sh->st[r].pid == pid)
+            return r;
+    return -1;
+}
+
 /*
  * Does the error text name the victim (its rank in the failing communicator, or its pid)?
- * Or, where the call waited on a survivor that noticed the death first and has aborted
- * the communicator for its shrink (a send or receive waits on its peer only), that one?
+ * Or, where the call waited on a survivor that noticed death `kill` first and has aborted
+ * the communicator for its shrink (a send or receive waits on its peer only), that one:
+ * a rank that records noticing it (another name is a wrong one). Its failure is published
+ * inside its failing call, before it records it: waited for, DETECT_LIMIT_S at most.
  */
-static int names_victim(const char *text, int victim_rank, pid_t pid)
+static int names_victim(const char *text, int victim_rank, pid_t pid, int kill)
 {
+    static const char *const survivor[] = { ") aborted its communicator while",
+                                            ") failed while" };
     char a[32], b[32];
     snprintf(a, sizeof(a), "rank %d ", victim_rank);
     snprintf(b, sizeof(b), "pid %d", (int)pid);
-    return strstr(text, a) != NULL || strstr(text, b) != NULL ||
-           strstr(text, ") aborted its communicator while") != NULL ||
-           strstr(text, ") failed while") != NULL;
+    if (strstr(text, a) != NULL || strstr(text, b) != NULL)
+        return 1;
+    for (size_t i = 0; i < sizeof(survivor) / sizeof(survivor[0]); i++) {
+        int r = named_before(text, survivor[i]);
+        if (r < 0)
+            continue;
+        const volatile char *how = soak_sh->st[r].noticed_how[kill];
+        double deadline = ft_now() + DETECT_LIMIT_S;
+        while (how[0] == '\0' && ft_now() < deadline)
+            ft_sleep(0.001);
+        return how[0] != '\0';
+    }
+    return 0;
 }
 
 /*
@@ -340,7 +370,7 @@ static void noticed(rank_state_t *rs, ncclComm_t comm, int victim_in, ncclResult
     if (k->t_kill == 0 || took > DETECT_LIMIT_S)
         die(rs, "the death took too long to be noticed (limit 15 s): %s",
             st->noticed_how[rs->kills]);
-    if (victim_in >= 0 && !names_victim(text, victim_in, k->pid))
+    if (victim_in >= 0 && !names_victim(text, victim_in, k->pid, rs->kills))
         die(rs, "the error does not name the killed rank: %s", st->noticed_how[rs->kills]);
 }
 
@@ -481,6 +511,7 @@ int soak_rank_main(int rank, int nranks)
 {
     rank_state_t rs = { .me = rank, .st = &soak_sh->st[rank] };
     soak_stats_t *st = rs.st;
+    st->pid = (int)getpid();
     int k = soak_sh->o.kills;
     fail_st = st;
     signal(SIGALRM, on_watchdog);   /* the alarm ft_launch set stays */
