@@ -599,6 +599,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: mlp_demo [--pattern ddp|fsdp] [--wire fp32|bf16] [--steps N] "
             "[--bucket BYTES] [--rebuild]\n"
+            "                [--device]\n"
             "  start it with braidrun: braidrun -n 4 mlp_demo --wire bf16\n"
             "  --pattern   ddp: all-reduce of the gradients (default); fsdp: sharded\n"
             "  --wire      what travels: fp32 (default) or bf16; sums in fp32\n"
