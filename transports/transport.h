@@ -124,6 +124,7 @@ typedef struct braid_dconn {
     size_t slot_size;
     uint32_t msgs;          /* messages queued on the connection so far (the GPU engine's,
                              * under the communicator's lock) */
+    int round;              /* send: msgs has gone past nslots once (the same lock) */
 } braid_dconn_t;
 
 /* ---- the communicator as a transport sees it -------------------------------------------- */

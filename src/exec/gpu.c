@@ -277,13 +277,15 @@ enum { MEASURE_EMPTY, MEASURE_BATCH, MEASURE_LAP, MEASURE_COPY, MEASURE_REDUCE,
        MEASURE_KINDS };
 
 /* Before message k of a send connection: the wait for its slot to be free again, into
- * *op; 0 (no wait) while the FIFO has not gone round once. Then the value would be below
+ * *op; 0 (no wait) before the FIFO has gone round once. Then the value would be below
  * zero: CUDA's waits compare counters as distances and see it passed, HIP's compare plain
- * numbers and would wait for ever. */
-static int slot_wait(const braid_dconn_t *sc, uint32_t k, braid_mem_op_t *op)
+ * numbers and would wait for ever. From then on every message waits, after the counter
+ * wraps too (CUDA's waits are right there; HIP's are not: README). */
+static int slot_wait(braid_dconn_t *sc, uint32_t k, braid_mem_op_t *op)
 {
-    if (k + 1 <= (uint32_t)sc->nslots)
+    if (!sc->round && k + 1 <= (uint32_t)sc->nslots)
         return 0;
+    sc->round = 1;
     *op = (braid_mem_op_t){ .addr = sc->wait, .value = k + 1 - sc->nslots };
     return 1;
 }
