@@ -7,8 +7,10 @@
  *
  *   rccl_client -n N [-w seconds]
  *
- * The parent takes the unique id and forks N ranks before any HIP call (a HIP runtime does
- * not survive a fork). Each rank binds device rank % hipGetDeviceCount, makes a stream and
+ * The parent forks N ranks before any HIP or RCCL call: a HIP runtime does not survive a
+ * fork, and ncclGetUniqueId starts the bootstrap root's thread, whose locks a child forked
+ * after it could inherit held (under the sanitizers one in four runs hung so). Rank 0
+ * takes the unique id and hands it to the others through a pipe, as MPI would. Each rank binds device rank % hipGetDeviceCount, makes a stream and
  * device buffers, and runs the case table: every collective (all-reduce, broadcast and
  * ncclBcast, reduce, all-gather, reduce-scatter, RCCL's ncclAllToAll, a send/recv ring
  * shift, two collectives in one group), eight types, every op, odd counts, in place and
@@ -572,9 +574,42 @@ static int rank_teardown(rank_ctx_t *rk)
     return 0;
 }
 
-static int rank_main(int rank, int n, ncclUniqueId id)
+/* Rank 0's unique id, handed to the others through the pipe fds (read end, write end). */
+static int share_id(int rank, int n, const int fds[2], ncclUniqueId *id)
+{
+    if (rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(id);
+        close(fds[0]);
+        if (r != ncclSuccess) {
+            printf("rank 0: FAIL: ncclGetUniqueId: %s\n", ncclGetErrorString(r));
+            close(fds[1]);
+            return 1;
+        }
+        for (int k = 1; k < n; k++)   /* 128 bytes: each write whole (PIPE_BUF) */
+            if (write(fds[1], id, sizeof(*id)) != (ssize_t)sizeof(*id)) {
+                printf("rank 0: FAIL: handing the unique id on: %s\n", strerror(errno));
+                close(fds[1]);
+                return 1;
+            }
+        close(fds[1]);
+        return 0;
+    }
+    close(fds[1]);
+    ssize_t got = read(fds[0], id, sizeof(*id));
+    close(fds[0]);
+    if (got != (ssize_t)sizeof(*id)) {
+        printf("rank %d: FAIL: no unique id from rank 0 (%zd bytes)\n", rank, got);
+        return 1;
+    }
+    return 0;
+}
+
+static int rank_main(int rank, int n, const int fds[2])
 {
     rank_ctx_t rk = { .rank = rank, .n = n };
+    ncclUniqueId id;
+    if (share_id(rank, n, fds, &id) != 0)
+        return 1;
     if (rank_setup(&rk, id) != 0)
         return 1;
     if (check_queries(&rk) != 0)
@@ -679,11 +714,10 @@ int main(int argc, char **argv)
         return 99;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);   /* the ranks' lines interleave whole */
-    ncclUniqueId id;
-    ncclResult_t r = ncclGetUniqueId(&id);   /* before any HIP call, and before the fork */
-    if (r != ncclSuccess) {
-        printf("rccl_client: FAIL: ncclGetUniqueId: %s\n", ncclGetErrorString(r));
-        return 1;
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("rccl_client: pipe");
+        return 99;
     }
     pid_t pids[64];
     int code[64];
@@ -691,7 +725,7 @@ int main(int argc, char **argv)
         code[rank] = RUNNING;
         pids[rank] = fork();
         if (pids[rank] == 0)
-            exit(rank_main(rank, n, id));
+            exit(rank_main(rank, n, fds));
         if (pids[rank] < 0) {
             perror("rccl_client: fork");
             for (int k = 0; k < rank; k++)
@@ -699,6 +733,8 @@ int main(int argc, char **argv)
             return 99;
         }
     }
+    close(fds[0]);
+    close(fds[1]);
     int rc = reap(pids, code, n, watchdog_s);
     for (int rank = 0; rank < n; rank++) {
         if (code[rank] >= KILLED_BY)
