@@ -248,12 +248,15 @@ KDEV bool kern_msg_differs(const braid_kargs_t &k)
     if (same)
         return false;
     if (kern_gid() == 0) {   /* the host reads the mark first, then the record */
+#ifdef BRAID_KERN_HOST
+        /* atomic words: the host may still be reading an earlier launch's record */
+        for (int i = 0; i < BRAID_MSG_WORDS; i++)
+            __atomic_store_n(&k.msg_err[i], w[i], __ATOMIC_RELAXED);
+        __atomic_store_n(&k.msg_err[BRAID_MSG_WORDS], k.msg_mark, __ATOMIC_RELEASE);
+#else
         volatile uint64_t *err = k.msg_err;
         for (int i = 0; i < BRAID_MSG_WORDS; i++)
             err[i] = w[i];
-#ifdef BRAID_KERN_HOST
-        __atomic_store_n(&k.msg_err[BRAID_MSG_WORDS], k.msg_mark, __ATOMIC_RELEASE);
-#else
         __threadfence_system();
         err[BRAID_MSG_WORDS] = k.msg_mark;
 #endif

@@ -687,8 +687,11 @@ int braid_gpu_mismatch(const braid_gpu_t *g, braid_op_t *const *ops, int n,
     if (w->op < 0)
         return 0;
     w->peer = ops[w->op]->sched.steps[w->step].recv_peer;   /* its kernel's mark */
-    memcpy(got_p, g->words->bad, sizeof(*got_p));
-    *len_p = (size_t)g->words->bad[3];
+    uint64_t rec[BRAID_MSG_WORDS];   /* word by word: a later launch may be writing its own */
+    for (int i = 0; i < BRAID_MSG_WORDS; i++)
+        rec[i] = __atomic_load_n(&g->words->bad[i], __ATOMIC_RELAXED);
+    memcpy(got_p, rec, sizeof(*got_p));
+    *len_p = (size_t)rec[3];
     return 1;
 }
 
