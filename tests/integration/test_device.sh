@@ -56,7 +56,7 @@ export LD_LIBRARY_PATH=$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export BRAID_TIMEOUT=${BRAID_TIMEOUT:-60} BRAID_BOOTSTRAP_TIMEOUT=${BRAID_BOOTSTRAP_TIMEOUT:-30}
 export BRAID_EMU_STRICT=1
 sections=reduce,move,p2p,group,v
-fail=0
+fail=0 failed=
 run() {   # description, limit in seconds, then the command (or a function of this script)
     local what=$1 limit=$2 t0=$SECONDS rc
     shift 2
@@ -69,13 +69,16 @@ run() {   # description, limit in seconds, then the command (or a function of th
     rc=$?
     if [ $rc = 0 ]; then
         echo "   passed in $((SECONDS - t0)) s"
+        return
     elif [ $rc = 124 ] || { [ $rc = 137 ] && [ $((SECONDS - t0)) -ge "$limit" ]; }; then
-        echo "FAIL: $what (over $limit s)"
-        fail=1
+        what="FAIL: $what (over $limit s)"
     else
-        echo "FAIL: $what (exit $rc)"
-        fail=1
+        what="FAIL: $what (exit $rc)"
     fi
+    echo "$what"
+    failed="$failed
+$what"
+    fail=1
 }
 # coll_check's watchdog, and the limit a step of it gets
 w=300 limit=360
@@ -168,4 +171,6 @@ timing at init" 300 "$kill"
 # each case bounded by the program itself (25 s)
 run "mismatch -d: device calls that differ between ranks" 300 "$mismatch" -d
 run "mismatch -d on the host engine (BRAID_P2P=0)" 300 env BRAID_P2P=0 "$mismatch" -d
+# the failed steps again, last, where a log's tail shows them
+[ $fail = 0 ] || echo "test_device.sh ($runtime):$failed"
 exit $fail
