@@ -1,7 +1,7 @@
 /*
  * braidrun: start N ranks of a command on this machine, as torchrun does.
  *
- *     braidrun -n 4 [-k SECONDS] [-b] [--] CMD [ARGS...]
+ *     braidrun -n 4 [-k SECONDS] [-b | --no-bind] [--report-bindings] [--] CMD [ARGS...]
  *
  * Each rank is CMD run with RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE (torchrun's
  * names), NCCL_COMM_ID=127.0.0.1:PORT (where rank 0's ncclCommInitRank starts the
@@ -14,9 +14,15 @@
  * while rank 0, which also sets SO_REUSEADDR, can still listen on it: no window in which
  * another program could take it.
  *
- * -b binds rank r to the r-th CPU braidrun may run on, as mpirun binds ranks to cores when
- * they fit: the scheduler then cannot put two ranks on one CPU while another program runs
- * on the other (docs/PERFORMANCE.md: latency under load).
+ * Binding: each rank runs on one CPU of its own, as mpirun binds ranks to cores, so that the
+ * scheduler cannot put two ranks on one CPU (the one waiting must then hand the CPU to the
+ * other: microseconds a turn where a core of its own answers in a fraction of one;
+ * docs/PERFORMANCE.md). By default braidrun binds when that is safe: 2 ranks or more, no
+ * more than the CPUs the job may use (braidrun's own affinity, and its cgroup's CPU quota),
+ * and braidrun not already bound by a launcher or the user (its affinity is all its
+ * cgroup's cpuset, or all the machine's CPUs). -b binds whenever the ranks fit braidrun's
+ * CPUs, --no-bind never. Ranks take distinct cores first, their other hardware threads
+ * after. --report-bindings says what was chosen, and why.
  *
  * SIGINT, SIGTERM and SIGHUP are forwarded to every rank (each rank is its own process
  * group, so a terminal's Ctrl-C reaches the ranks once, through braidrun). When a rank
@@ -25,6 +31,7 @@
  * the first rank that failed (128 + signal for a signal); 2 for bad usage.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -34,11 +41,13 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define BR_MAX_RANKS 4096
+enum { BR_BIND_AUTO = -1, BR_BIND_NO = 0, BR_BIND_YES = 1 };
 #define BR_KILL_GRACE_S 5.0   /* SIGTERM to SIGKILL */
 
 typedef struct br_rank {
@@ -51,7 +60,8 @@ typedef struct br_rank {
 typedef struct br_job {
     int n;
     double grace_s;    /* -k: how long the others may run after a rank fails */
-    int bind;          /* -b: rank r runs on CPU cpus[r] only */
+    int bind;          /* BR_BIND_*; after br_parse: rank r runs on CPU cpus[r] only */
+    int report;        /* --report-bindings */
     int cpus[BR_MAX_RANKS];
     char **cmd;
     br_rank_t *ranks;
@@ -64,13 +74,17 @@ typedef struct br_job {
 static void br_usage(FILE *out)
 {
     fprintf(out,
-            "usage: braidrun -n N [-k SECONDS] [-b] [--] CMD [ARGS...]\n"
+            "usage: braidrun -n N [-k SECONDS] [-b | --no-bind] [--report-bindings] [--]\n"
+            "                CMD [ARGS...]\n"
             "  Start N ranks of CMD on this machine, each with RANK, WORLD_SIZE, LOCAL_RANK,\n"
             "  LOCAL_WORLD_SIZE, NCCL_COMM_ID=127.0.0.1:PORT, MASTER_ADDR and MASTER_PORT.\n"
             "  -n N        number of ranks (1 to %d)\n"
             "  -k SECONDS  after a rank fails, wait this long for the others, then stop them\n"
             "              (default 10, or BRAIDRUN_KILL_AFTER)\n"
-            "  -b          bind rank r to the r-th CPU braidrun may run on (N at most that)\n"
+            "  -b, --bind  bind each rank to a CPU of its own (N at most braidrun's CPUs)\n"
+            "  --no-bind   do not bind (default: bind when N is 2 or more, fits the CPUs the\n"
+            "              job may use, and nothing bound braidrun already)\n"
+            "  --report-bindings  say where each rank runs, or why the ranks are not bound\n"
             "  -h, --help  this help\n"
             "  SIGINT, SIGTERM and SIGHUP are forwarded to all ranks. Exit status: 0 if all\n"
             "  ranks exit 0, else the first failing rank's status (128+signal if killed).\n",
@@ -93,24 +107,250 @@ static double br_parse_seconds(const char *s)
     return (errno != 0 || end == s || *end != '\0' || !(v >= 0) || v > 1e6) ? -1 : v;
 }
 
-/* -b: the CPUs of braidrun's own affinity mask, one per rank, in order. */
-static int br_bind_cpus(br_job_t *job)
+/* The first line of a file, without its newline; -1 if it cannot be read. */
+static int br_read_line(const char *path, char *buf, size_t len)
 {
-    cpu_set_t set;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    char *got = fgets(buf, (int)len, f);
+    fclose(f);
+    if (got == NULL)
+        return -1;
+    buf[strcspn(buf, "\n")] = '\0';
+    return 0;
+}
+
+/* A CPU list as the kernel writes it ("0-3,8,10-11") into `set`; -1 if it is not one. */
+static int br_cpulist(const char *s, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    while (*s != '\0') {
+        char *end;
+        long lo = strtol(s, &end, 10), hi = lo;
+        if (end == s || lo < 0)
+            return -1;
+        if (*end == '-') {
+            s = end + 1;
+            hi = strtol(s, &end, 10);
+            if (end == s || hi < lo)
+                return -1;
+        }
+        for (long c = lo; c <= hi && c < CPU_SETSIZE; c++)
+            CPU_SET((int)c, set);
+        s = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0')
+            return -1;
+    }
+    return 0;
+}
+
+/* This process's cgroup directory of `controller` under /sys/fs/cgroup: cgroup v1's
+ * "N:controller[,...]:/path" or v2's "0::/path"; 0 if found. */
+static int br_cgroup_dir(const char *controller, char *dir, size_t len)
+{
+    char line[512];
+    int found = -1;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (f == NULL)
+        return -1;
+    while (found != 0 && fgets(line, sizeof(line), f) != NULL) {
+        char *ctl = strchr(line, ':'), *path = ctl != NULL ? strchr(ctl + 1, ':') : NULL;
+        if (path == NULL)
+            continue;
+        *path++ = '\0';
+        path[strcspn(path, "\n")] = '\0';
+        ctl++;
+        if (ctl[0] == '\0') {   /* v2: used when no v1 hierarchy has the controller */
+            if (found != 0)
+                found = snprintf(dir, len, "/sys/fs/cgroup%s", path) < (int)len ? 1 : -1;
+            continue;
+        }
+        for (char *tok = strtok(ctl, ","); tok != NULL; tok = strtok(NULL, ","))
+            if (strcmp(tok, controller) == 0 &&
+                snprintf(dir, len, "/sys/fs/cgroup/%s%s", controller, path) < (int)len)
+                found = 0;
+    }
+    fclose(f);
+    return found < 0 ? -1 : 0;
+}
+
+/* The CPUs this job may use: its cgroup's cpuset (v1's cpuset.effective_cpus, v2's
+ * cpuset.cpus.effective, from the nearest level that has one), else the online CPUs. */
+static void br_job_cpuset(cpu_set_t *set)
+{
+    char dir[512], path[600], list[4096];
+    static const char *const files[] = { "cpuset.effective_cpus", "cpuset.cpus.effective" };
+    if (br_cgroup_dir("cpuset", dir, sizeof(dir)) == 0)
+        for (;;) {
+            for (int i = 0; i < 2; i++) {
+                snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+                if (br_read_line(path, list, sizeof(list)) == 0 && list[0] != '\0' &&
+                    br_cpulist(list, set) == 0)
+                    return;
+            }
+            char *slash = strrchr(dir, '/');
+            if (slash == NULL || slash - dir <= (long)strlen("/sys/fs/cgroup"))
+                break;
+            *slash = '\0';
+        }
+    if (br_read_line("/sys/devices/system/cpu/online", list, sizeof(list)) != 0 ||
+        br_cpulist(list, set) != 0)
+        sched_getaffinity(0, sizeof(*set), set);
+}
+
+/* The CPU time the job may use, in CPUs: the smallest quota of its cgroup and the levels
+ * above (v2's cpu.max "QUOTA PERIOD", v1's cpu.cfs_quota_us / cpu.cfs_period_us), rounded
+ * up; 0 when there is none. */
+static int br_job_quota(void)
+{
+    char dir[512], path[600], a[64], b[64];
+    int cpus = 0;
+    if (br_cgroup_dir("cpu", dir, sizeof(dir)) != 0)
+        return 0;
+    for (;;) {
+        long quota = -1, period = 0;
+        snprintf(path, sizeof(path), "%s/cpu.max", dir);
+        if (br_read_line(path, a, sizeof(a)) == 0) {
+            if (sscanf(a, "%ld %ld", &quota, &period) != 2)
+                quota = -1;   /* "max PERIOD": none */
+        } else {
+            snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", dir);
+            char per[600];
+            snprintf(per, sizeof(per), "%s/cpu.cfs_period_us", dir);
+            if (br_read_line(path, a, sizeof(a)) == 0 && br_read_line(per, b, sizeof(b)) == 0) {
+                quota = strtol(a, NULL, 10);
+                period = strtol(b, NULL, 10);
+            }
+        }
+        if (quota > 0 && period > 0) {
+            int q = (int)((quota + period - 1) / period);
+            cpus = cpus == 0 || q < cpus ? q : cpus;
+        }
+        char *slash = strrchr(dir, '/');
+        if (slash == NULL || slash - dir < (long)strlen("/sys/fs/cgroup"))
+            break;
+        *slash = '\0';
+    }
+    return cpus;
+}
+
+/* The CPUs of `set` in the order ranks take them: the first hardware thread of each core,
+ * in CPU order, then the others. */
+static int br_cpu_order(const cpu_set_t *set, int *cpus)
+{
+    char path[128], sib[256];
+    cpu_set_t first;   /* the first thread of each core met */
     int n = 0;
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-        fprintf(stderr, "braidrun: -b: cannot read the CPUs it may run on: %s\n",
-                strerror(errno));
-        return -1;
+    CPU_ZERO(&first);
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, set))
+            continue;
+        cpu_set_t siblings;
+        snprintf(path, sizeof(path),
+                 "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", cpu);
+        int lead = 1;
+        if (br_read_line(path, sib, sizeof(sib)) == 0 && br_cpulist(sib, &siblings) == 0)
+            for (int o = 0; o < cpu && lead; o++)
+                lead = !(CPU_ISSET(o, &siblings) && CPU_ISSET(o, &first));
+        if (lead) {
+            CPU_SET(cpu, &first);
+            cpus[n++] = cpu;
+        }
     }
-    for (int cpu = 0; cpu < CPU_SETSIZE && n < job->n; cpu++)
-        if (CPU_ISSET(cpu, &set))
-            job->cpus[n++] = cpu;
-    if (n < job->n) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, set) && !CPU_ISSET(cpu, &first))
+            cpus[n++] = cpu;
+    return n;
+}
+
+/* Claim `cpu` for this job's rank: an abstract Unix socket named for it, which the kernel
+ * frees when braidrun ends (the ranks do not inherit it), so that a braidrun binding at
+ * the same time takes other CPUs. Returns the socket, -1 if another job holds the CPU, and
+ * -2 where no claim can be made (the CPU is taken as free). */
+static int br_claim_cpu(int cpu)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    int len = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "braidrun.cpu.%d", cpu);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -2;
+    if (bind(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+                                                    1 + (size_t)len)) == 0)
+        return fd;
+    int taken = errno == EADDRINUSE;
+    close(fd);
+    return taken ? -1 : -2;
+}
+
+/* Decide whether the ranks are bound (job->bind becomes 0 or 1) and to which CPUs; with
+ * -b, ranks that do not fit braidrun's CPUs are an error (-1). `why` says why not. */
+static int br_bind_cpus(br_job_t *job, char *why, size_t len)
+{
+    cpu_set_t mine, allowed, both;
+    static int order[CPU_SETSIZE];
+    why[0] = '\0';
+    if (job->bind == BR_BIND_NO) {
+        snprintf(why, len, "--no-bind");
+        return 0;
+    }
+    if (sched_getaffinity(0, sizeof(mine), &mine) != 0) {
+        snprintf(why, len, "cannot read the CPUs braidrun may run on: %s", strerror(errno));
+        if (job->bind == BR_BIND_YES) {
+            fprintf(stderr, "braidrun: -b: %s\n", why);
+            return -1;
+        }
+        job->bind = 0;
+        return 0;
+    }
+    int ncpu = br_cpu_order(&mine, order);
+    if (job->bind == BR_BIND_YES && ncpu < job->n) {
         fprintf(stderr, "braidrun: -b binds one rank per CPU, but %d ranks get %d CPUs\n",
-                job->n, CPU_COUNT(&set));
+                job->n, ncpu);
         return -1;
     }
+    if (job->bind == BR_BIND_AUTO) {
+        int quota = br_job_quota();
+        br_job_cpuset(&allowed);
+        CPU_AND(&both, &allowed, &mine);
+        if (job->n < 2)
+            snprintf(why, len, "one rank");
+        else if (ncpu < job->n)
+            snprintf(why, len, "%d ranks, %d CPU%s", job->n, ncpu, ncpu == 1 ? "" : "s");
+        else if (quota > 0 && quota < job->n)
+            snprintf(why, len, "%d ranks, a CPU quota of %d CPU%s (cgroup)", job->n, quota,
+                     quota == 1 ? "" : "s");
+        else if (CPU_COUNT(&both) < CPU_COUNT(&allowed))
+            snprintf(why, len, "braidrun runs on %d of the %d CPUs its job may use: a "
+                     "launcher or the user bound it", CPU_COUNT(&both), CPU_COUNT(&allowed));
+        if (why[0] != '\0') {
+            job->bind = 0;
+            return 0;
+        }
+    }
+    /* the CPUs no other braidrun holds, in order; with -b the held ones after them */
+    static int claims[CPU_SETSIZE];
+    int nfree = 0;
+    for (int i = 0; i < ncpu && nfree < job->n; i++)
+        if ((claims[nfree] = br_claim_cpu(order[i])) != -1)
+            job->cpus[nfree++] = order[i];   /* a claim's socket stays open until exit */
+    if (nfree < job->n && job->bind == BR_BIND_AUTO) {
+        snprintf(why, len, "%d of braidrun's %d CPUs run ranks of another braidrun job",
+                 ncpu - nfree, ncpu);
+        while (nfree > 0)
+            if (claims[--nfree] >= 0)
+                close(claims[nfree]);   /* left to the jobs that can use them */
+        job->bind = 0;
+        return 0;
+    }
+    for (int i = 0, r = nfree; r < job->n; i++) {
+        int held = 1;
+        for (int k = 0; k < nfree && held; k++)
+            held = job->cpus[k] != order[i];
+        if (held)
+            job->cpus[r++] = order[i];
+    }
+    job->bind = 1;
     return 0;
 }
 
@@ -126,7 +366,13 @@ static int br_parse(int argc, char **argv, br_job_t *job, int *exit_p)
                 env_k);
         return *exit_p = 2;
     }
-    static const struct option longopts[] = { { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    static const struct option longopts[] = {
+        { "help", no_argument, 0, 'h' },
+        { "bind", no_argument, 0, 'b' },
+        { "no-bind", no_argument, 0, 'B' },
+        { "report-bindings", no_argument, 0, 'R' },
+        { 0, 0, 0, 0 }
+    };
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+n:k:bh", longopts, NULL)) != -1) {
         switch (c) {
@@ -147,7 +393,13 @@ static int br_parse(int argc, char **argv, br_job_t *job, int *exit_p)
             }
             break;
         case 'b':
-            job->bind = 1;
+            job->bind = BR_BIND_YES;
+            break;
+        case 'B':
+            job->bind = BR_BIND_NO;
+            break;
+        case 'R':
+            job->report = 1;
             break;
         case 'h':
             br_usage(stdout);
@@ -167,8 +419,13 @@ static int br_parse(int argc, char **argv, br_job_t *job, int *exit_p)
         goto bad;
     }
     job->cmd = argv + optind;
-    if (job->bind && br_bind_cpus(job) != 0)
+    char why[160];
+    if (br_bind_cpus(job, why, sizeof(why)) != 0)
         goto bad;
+    if (job->report && !job->bind)
+        fprintf(stderr, "braidrun: ranks not bound: %s\n", why);
+    for (int r = 0; job->report && job->bind && r < job->n; r++)
+        fprintf(stderr, "braidrun: rank %d bound to CPU %d\n", r, job->cpus[r]);
     return 0;
 bad:
     br_usage(stderr);
@@ -357,7 +614,7 @@ static void br_wait(br_job_t *job, const sigset_t *set)
 
 int main(int argc, char **argv)
 {
-    br_job_t job = { .first_failed = -1, .port_fd = { -1, -1 } };
+    br_job_t job = { .first_failed = -1, .port_fd = { -1, -1 }, .bind = BR_BIND_AUTO };
     sigset_t set, old;
     int status = 0;
     if (br_parse(argc, argv, &job, &status) != 0)

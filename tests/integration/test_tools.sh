@@ -57,15 +57,99 @@ if run "braidrun environment" 0 "$BRAIDRUN" -n 3 sh -c \
     if [ "$n" -eq 3 ] && [ "$ids" -eq 1 ]; then pass "braidrun sets RANK, WORLD_SIZE, LOCAL_*, one NCCL_COMM_ID"
     else fail "braidrun environment: $n good lines, $ids distinct NCCL_COMM_ID"; fi
 fi
-# -b: each rank on one CPU of braidrun's own, a different one each; more ranks than CPUs: 2
+# Binding. bound NAME [CMD...] -- [ARGS...]: run `CMD braidrun --report-bindings ARGS sh -c
+# ...` (CMD: taskset, env or nothing; each rank prints its CPUs). 0 if every rank runs on
+# the one CPU the report names for it, $n_ranks different ones; 2 if the report says the
+# ranks are not bound ($TMP/why: why) and each rank kept braidrun's CPUs ($unbound: this
+# shell's unless set); 1, a failed check, otherwise.
+mask=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+bound() {
+    local name=$1 r cpu got pre=()
+    shift
+    while [ "$1" != -- ]; do pre+=("$1"); shift; done
+    shift
+    run "$name" 0 "${pre[@]}" "$BRAIDRUN" --report-bindings "$@" sh -c \
+        'echo "cpus $RANK $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"' ||
+        return 1
+    if sed -n 's/^braidrun: ranks not bound: //p' "$TMP/err" > "$TMP/why" && [ -s "$TMP/why" ]; then
+        got=$(awk -v m="${unbound:-$mask}" '$1 == "cpus" && $3 != m' "$TMP/out")
+        [ -z "$got" ] || { fail "$name: not bound, but a rank's CPUs changed: $got"; return 1; }
+        return 2
+    fi
+    while read -r r cpu; do
+        got=$(sed -n "s/^cpus $r //p" "$TMP/out")
+        [ "$got" = "$cpu" ] || { fail "$name: rank $r bound to CPU $cpu, runs on \"$got\""; return 1; }
+    done < <(sed -n 's/^braidrun: rank \([0-9]*\) bound to CPU \([0-9]*\)$/\1 \2/p' "$TMP/err")
+    got=$(sed -n 's/^braidrun: rank [0-9]* bound to CPU //p' "$TMP/err" | sort -u | wc -l)
+    [ "$got" -eq "$n_ranks" ] || { fail "$name: $got distinct CPUs for $n_ranks ranks"; return 1; }
+}
+# not_bound NAME WHY [CMD...] -- [ARGS...]: the ranks must be left unbound, saying WHY
+not_bound() {
+    local name=$1 why=$2 rc
+    shift 2
+    bound "$name" "$@"; rc=$?
+    if [ $rc = 0 ]; then fail "$name: bound its ranks"
+    elif [ $rc = 2 ]; then expect_in "$name: not bound, says why" "$TMP/why" "$why"; fi
+}
 ncpu=$(nproc)
-nb=$(( ncpu < 2 ? ncpu : 2 ))
-if run "braidrun -b" 0 "$BRAIDRUN" -n "$nb" -b sh -c \
-    'echo "cpus $RANK $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'; then
-    n=$(grep -Ec '^cpus [0-9]+ [0-9]+$' "$TMP/out")
-    distinct=$(awk '{print $3}' "$TMP/out" | sort -u | wc -l)
-    if [ "$n" -eq "$nb" ] && [ "$distinct" -eq "$nb" ]; then pass "braidrun -b binds each rank to its own CPU"
-    else fail "braidrun -b: $n ranks on one CPU, $distinct distinct CPUs (of $nb ranks)"; fi
+n_ranks=$(( ncpu < 2 ? ncpu : 2 ))
+# -b: each rank on one CPU of braidrun's own, a different one each
+bound "braidrun -b" -- -n "$n_ranks" -b && pass "braidrun -b binds each rank to its own CPU"
+# By default where 2 ranks fit. Another braidrun of the suite may hold the CPUs for a
+# while: this one then says so and binds none. Wait for them, up to a minute.
+if [ "$ncpu" -ge 2 ]; then
+    for _ in $(seq 60); do
+        bound "braidrun binds by default" -- -n 2; rc=$?
+        [ $rc = 2 ] && grep -q "another braidrun job" "$TMP/why" || break
+        sleep 1
+    done
+    case $rc in
+    0) pass "braidrun binds 2 ranks by default, each to its own CPU" ;;
+    2) fail "braidrun, 2 ranks on $ncpu CPUs, not bound by default: $(cat "$TMP/why")" ;;
+    esac
+    # a job that holds the CPUs (its ranks wait for a file): a second job binds none
+    # and says why; with -b it binds all the same
+    rm -f "$TMP/go"
+    $T "$BRAIDRUN" -n "$ncpu" --report-bindings sh -c \
+        "while [ ! -e '$TMP/go' ]; do sleep 0.1; done" 2>"$TMP/holder" &
+    holder=$!
+    for _ in $(seq 600); do
+        [ "$(grep -c 'bound to CPU' "$TMP/holder")" = "$ncpu" ] && break
+        grep -q "not bound" "$TMP/holder" && break
+        sleep 0.1
+    done
+    if grep -q "not bound" "$TMP/holder"; then
+        echo "note: the CPUs are another braidrun job's, so the held-CPU case is not checked"
+    else
+        not_bound "braidrun beside a job that holds its CPUs" "run ranks of another braidrun job" \
+            -- -n 2
+        bound "braidrun -b beside a job that holds its CPUs" -- -n 2 -b &&
+            pass "braidrun -b binds beside a job that holds its CPUs"
+    fi
+    touch "$TMP/go"
+    wait $holder
+fi
+n_ranks=$((ncpu + 1))
+not_bound "braidrun, more ranks than CPUs" "^$((ncpu + 1)) ranks, $ncpu CPUs?$" -- -n "$n_ranks"
+n_ranks=2
+not_bound "braidrun --no-bind" "^--no-bind$" -- -n 2 --no-bind
+# bound already (taskset): not bound, the user's choice stands; -b binds within it
+if [ "$ncpu" -ge 3 ]; then
+    unbound=0-1 not_bound "braidrun under taskset" "runs on 2 of the $ncpu CPUs.*bound it" \
+        taskset -c 0,1 -- -n 2
+    bound "braidrun -b under taskset" taskset -c 0,1 -- -n 2 -b &&
+        pass "braidrun -b under taskset binds within its CPUs"
+fi
+unbound=0 not_bound "braidrun under taskset -c 0" "^2 ranks, 1 CPU$" taskset -c 0 -- -n 2
+# a CPU quota (cgroup v1's cpu controller, where this user may make a group): 1 CPU's time
+cg=/sys/fs/cgroup/cpu/braid-test.$$
+if [ -e /sys/fs/cgroup/cpu/cpu.cfs_quota_us ] && [ "$ncpu" -ge 2 ] && mkdir "$cg" 2>/dev/null; then
+    echo 100000 > "$cg/cpu.cfs_period_us" && echo 100000 > "$cg/cpu.cfs_quota_us" &&
+        not_bound "braidrun under a quota of 1 CPU" "a CPU quota of 1 CPU \(cgroup\)" \
+            sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" -- -n 2
+    rmdir "$cg"
+else
+    echo "note: no cgroup v1 CPU quota can be made here: the quota case is not checked"
 fi
 run "braidrun -b, more ranks than CPUs" 2 "$BRAIDRUN" -n $((ncpu + 1)) -b true &&
     expect_in "braidrun -b, more ranks than CPUs: says so" "$TMP/err" "binds one rank per CPU"
