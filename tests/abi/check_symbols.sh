@@ -18,7 +18,12 @@
 #   3. each exported pX with an exported X sits at X's address (it is an alias of X);
 #   4. BRAID_LIB exports nothing outside nccl*, pnccl*, mscc*, pmscc* and braid's public
 #      braidXxx names (no leaked internals: braid_<module>_* is internal and must stay
-#      hidden; the linker's own _init/_fini/_edata/_end/__bss_start are tolerated).
+#      hidden; the linker's own _init/_fini/_edata/_end/__bss_start are tolerated);
+#   5. the names applications load, libnccl.so.2 and librccl.so.1 in BRAID_LIBDIR (default:
+#      braid/ beside BRAID_LIB), carry those sonames, are filters on libbraid.so.0, and
+#      export BRAID_LIB's names with the same type, binding and visibility (a p-twin at
+#      its twin's address); without BRAID_LIBDIR, skipped where they are not there (a
+#      library checked by path).
 # Exit status: 0 pass, 1 mismatch (each problem is printed), 77 skip (no reference
 # library or no readelf), 99 BRAID_LIB missing.
 
@@ -110,4 +115,37 @@ if [ -s "$tmp/problems" ]; then
 fi
 echo "check_symbols: PASS: $lib exports all $nreq required symbols with NCCL's bindings" \
      "and nothing else outside the API ($nlib exported symbols)"
-exit 0
+
+status=0
+libdir=${BRAID_LIBDIR:-$(dirname "$lib")/braid}
+cut -d' ' -f1-4 "$tmp/lib" >"$tmp/names"
+for name in libnccl.so.2 librccl.so.1; do
+    f=$libdir/$name
+    if [ ! -e "$f" ]; then
+        [ -z "${BRAID_LIBDIR:-}" ] && continue
+        echo "check_symbols: FAIL: $f is not there (BRAID_LIBDIR names that folder)"
+        status=1
+        continue
+    fi
+    problems=
+    dyn=$(LC_ALL=C "$readelf" -d "$f")
+    case $dyn in *"(SONAME)"*"[$name]"*) ;; *) problems="$problems; its soname is not $name" ;; esac
+    case $dyn in
+    *"(FILTER)"*"[libbraid.so.0]"*) ;;
+    *) problems="$problems; it is not a filter on libbraid.so.0" ;;
+    esac
+    dynsyms "$f" >"$tmp/filter"
+    cut -d' ' -f1-4 "$tmp/filter" | diff "$tmp/names" - >"$tmp/diff" ||
+        problems="$problems; its names differ from $lib's (< $lib, > $name): $(tr '\n' ' ' <"$tmp/diff")"
+    twins=$(awk '{ addr[$1] = $5 }
+                 END { for (s in addr) if (s ~ /^p(nccl|mscc)/ && (substr(s, 2) in addr) &&
+                                           addr[s] != addr[substr(s, 2)]) print s }' "$tmp/filter")
+    [ -z "$twins" ] || problems="$problems; not at their twins' addresses: $twins"
+    if [ -n "$problems" ]; then
+        echo "check_symbols: FAIL: $f: ${problems#; }"
+        status=1
+    else
+        echo "check_symbols: PASS: $f: soname $name, a filter on libbraid.so.0 with its names"
+    fi
+done
+exit $status

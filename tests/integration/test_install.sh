@@ -16,7 +16,8 @@
 # env.sh and each run-*.sh run verbatim in one sh, in a directory holding prog.c. Checks:
 # the staged install has the files the README names; install.sh installs to the prefix
 # env.sh uses; prog.c compiles warning-free; each run exits 0 and prints output.txt;
-# braidrun and libbraid.so.0 come from the prefix. In a sanitizer build the ASan runtime is
+# braidrun and libbraid.so.0 come from the prefix; a prog linked with -lnccl from
+# $prefix/lib/braid needs libnccl.so.2 and gets the prefix's braid. In a sanitizer build the ASan runtime is
 # preloaded into braidrun's ranks (the program is not built with it). Exit status: 0 all
 # checks passed, 1 a check failed, 77 (automake SKIP) no C compiler or pkg-config, or a build
 # with its own bindir/libdir/includedir, 99 setup error (no build, install failed).
@@ -145,6 +146,24 @@ check_rpath() {
     esac
 }
 
+# The prog linked with -lnccl from lib/braid needs libnccl.so.2, as one linked with NVIDIA's
+# does, and braid's filter of that name gives it libbraid.so.0 of the prefix.
+check_nccl() {
+    needed=$(readelf -d "$WORK/prog" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+    case " $needed" in
+    *" libnccl.so.2 "*) pass "$1: prog needs libnccl.so.2 ($needed)" ;;
+    *) fail "$1: prog does not need libnccl.so.2 (it needs: $needed)" ;;
+    esac
+    libs=$(cd "$WORK" && LD_LIBRARY_PATH=$PREFIX_DIR/lib/braid ldd ./prog 2>/dev/null |
+           awk '$1 ~ /^lib(nccl|braid)\.so/ { print $1, $3 }' | tr '\n' ' ')
+    case $libs in
+    *"libbraid.so.0 $PREFIX_DIR/lib/braid/../libbraid.so.0 "*"libnccl.so.2 $PREFIX_DIR/lib/braid/libnccl.so.2 "* | \
+    *"libnccl.so.2 $PREFIX_DIR/lib/braid/libnccl.so.2 "*"libbraid.so.0 $PREFIX_DIR/lib/braid/../libbraid.so.0 "*)
+        pass "$1: libnccl.so.2 and libbraid.so.0 load from the prefix" ;;
+    *) fail "$1: the loader gives prog: $libs" ;;
+    esac
+}
+
 # run-*.sh: the lines as the README prints them, after env.sh; prints output.txt
 run_readme() {
     name=$1
@@ -161,7 +180,10 @@ run_readme() {
     else
         fail "$name: does not print output.txt ($(tr '\n' '|' <"$TMP/readme/output.txt"))"
     fi
-    case $name in run-rpath*) check_rpath "$name" ;; esac
+    case $name in
+    run-rpath*) check_rpath "$name" ;;
+    run-nccl*) check_nccl "$name" ;;
+    esac
 }
 for f in "$TMP/readme"/run-*.sh; do
     run_readme "${f##*/}"
