@@ -19,6 +19,7 @@
 
 set -u
 build=${BRAID_BUILD_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+src=${BRAID_SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 check=$build/tests/integration/coll_check
 perf=$build/all_reduce_perf
 late=$build/tests/fault/late_rank
@@ -369,6 +370,11 @@ stray() {
     version) want="rank 1 \(.*\) runs braid 0.0.0-forged over Socket" ;;
     esac
     HOST_ENV=("" "BRAID_SETUP_PAUSE=net")
+    # libfabric's tcp;ofi_rxm keeps state for the junk it takes and never frees it: that
+    # leak, in host 0's rank only, is suppressed here (tests/lsan_ofi_junk.supp), where
+    # the sanitizer build would report it
+    [ "$prov $kind" = "OFI junk" ] && [ -n "${LSAN_OPTIONS:-}" ] &&
+        HOST_ENV[0]="LSAN_OPTIONS=$LSAN_OPTIONS:suppressions=$src/tests/lsan_ofi_junk.supp"
     NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,NET start_job "1 1" "$prov" \
         "$perf" -b 8 -e 8 -n 5 -w 1
     HOST_ENV=()
