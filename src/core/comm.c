@@ -235,6 +235,7 @@ static void comm_kernel_ranks(braid_comm_t *comm)
     }
     for (int w = 0; w < BRAID_CPU_WORDS; w++)
         cpus += __builtin_popcountll(any[w]);
+    memcpy(comm->kernel_cpu_mask, any, sizeof(any));
     comm->kernel_cpus = cpus;
     comm->oversubscribed = cpus > 0 && comm->kernel_ranks > cpus;
     BRAID_INFO(BRAID_SUB_INIT, "%d ranks of the communicator on this machine, %d CPUs for "

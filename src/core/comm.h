@@ -63,6 +63,7 @@ struct ncclComm {
     int check_host_ptrs;               /* check buffers are CPU-readable (device/device.h) */
     int kernel_ranks;                  /* ranks on this kernel (peers' machine_id), self included */
     int kernel_cpus;                   /* CPUs those ranks may run on together (0: unknown) */
+    uint64_t kernel_cpu_mask[BRAID_CPU_WORDS];   /* which: the union of their affinities */
     int oversubscribed;                /* kernel_ranks outnumber kernel_cpus */
     size_t stream_min;                 /* BRAID_STREAM_MIN: stream outputs from this size */
     braid_premul_t *premuls;           /* ncclRedOpCreatePreMulSum handles */

@@ -305,6 +305,29 @@ braid_status_t braid_proxy_prepare(braid_comm_t *comm, int ordinal)
     return BRAID_OK;
 }
 
+/*
+ * The proxy thread may run on every CPU that the communicator's ranks on this machine were
+ * given, not only on its rank's: a rank bound to one CPU (braidrun, mpirun --bind-to core)
+ * would otherwise run its bucket plans and device work there in turns with its caller and
+ * with any other program the scheduler puts on that CPU, while other CPUs of the job wait.
+ * (2 ranks bound beside a busy process: a fused DDP plan took 16-18 ms where unbound ranks
+ * took 9; docs/PERFORMANCE.md.) A thread whose CPUs already cover those is left alone.
+ */
+static void proxy_spread(braid_comm_t *comm, pthread_t thread)
+{
+    cpu_set_t all, mine;
+    CPU_ZERO(&all);
+    for (int c = 0; c < 64 * BRAID_CPU_WORDS && c < CPU_SETSIZE; c++)
+        if (comm->kernel_cpu_mask[c / 64] >> (c % 64) & 1)
+            CPU_SET(c, &all);
+    if (CPU_COUNT(&all) == 0 || pthread_getaffinity_np(thread, sizeof(mine), &mine) != 0)
+        return;
+    CPU_OR(&mine, &mine, &all);
+    int e = pthread_setaffinity_np(thread, sizeof(mine), &mine);
+    BRAID_INFO(BRAID_SUB_PROXY, "proxy thread on the %d CPUs of this machine's ranks%s%s",
+               CPU_COUNT(&mine), e != 0 ? ": not moved: " : "", e != 0 ? strerror(e) : "");
+}
+
 /* The comm's proxy (made at init where a GPU backend is in use, else at its first job;
  * its thread starts at its first job); ordinal >= 0: a device job, which needs the
  * executor on that device. A communicator's device calls use one device: the first one
@@ -322,6 +345,7 @@ static braid_status_t proxy_get(braid_comm_t *comm, int ordinal, braid_proxy_t *
                              strerror(e));
         px->started = 1;
         BRAID_INFO(BRAID_SUB_PROXY, "proxy thread started");
+        proxy_spread(comm, px->thread);
     }
     *px_p = px;
     if (ordinal < 0 || (px->dx != NULL && braid_device_exec_ordinal(px->dx) == ordinal))
