@@ -54,7 +54,9 @@ typedef struct soak_kill {
 } soak_kill_t;
 
 /*
- * Resident anonymous memory over an epoch after its warm-up, sampled at every agreement:
+ * The heap over an epoch after its warm-up, sampled at every agreement (soak_heap_kb:
+ * resident anonymous memory, or in a sanitizer build the bytes its allocator holds for the
+ * program, since its quarantine keeps freed memory resident on purpose):
  * the peak of the first third of the samples and that of the last third, and the mean
  * iteration of each third. A leak of L bytes per iteration raises the second peak by L per
  * iteration between the thirds; the allocator's cached free memory, which comes and goes by
@@ -75,7 +77,7 @@ typedef struct soak_stats {
     int fd_start, fd_end;                /* every descriptor: before init, after the end */
     int fd_base[SOAK_MAX_KILLS + 1];     /* per epoch after warm-up: all but device memory */
     int dev_base[SOAK_MAX_KILLS + 1], dev_max[SOAK_MAX_KILLS + 1];   /* device memory */
-    long rss_start_kb, rss_end_kb, shmem_end_kb;   /* anonymous, then shared, resident */
+    long rss_start_kb, rss_end_kb, shmem_end_kb;   /* soak_heap_kb, then shared resident */
     soak_rss_t rss[SOAK_MAX_KILLS + 1];            /* per epoch */
     double noticed_s[SOAK_MAX_KILLS], shrink_s[SOAK_MAX_KILLS];
     int noticed_iter[SOAK_MAX_KILLS];
@@ -101,6 +103,8 @@ int soak_rank_main(int rank, int nranks);
  * ("RssAnon", "RssShmem"), -1 if unknown. */
 int soak_fd_count(int *dev_p);
 long soak_rss_kb(const char *field);
+long soak_heap_kb(void);
+int soak_heap_exact(void);   /* 1: soak_heap_kb is the sanitizer's count, else RssAnon */
 
 /* ---- soak_coll.c ---- */
 uint64_t soak_rng(uint64_t *state);
