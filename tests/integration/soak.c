@@ -57,10 +57,11 @@
 #define RSS_NOISE_KB 4096
 #define RSS_MIN_ITERS 500
 /* In a sanitizer build the heap is its allocator's count of the bytes the program holds:
- * no cache of free memory in it, so a smaller floor and a shorter span (a 20-second run
- * under the sanitizer makes a few hundred iterations an epoch). */
-#define HEAP_NOISE_KB 256
-#define HEAP_MIN_ITERS 150
+ * no cache of free memory in it (seen: the same count, to the KiB, in both thirds of a
+ * 256-iteration epoch), so a floor of 64 KiB and a span of 50 iterations (a 20-second run
+ * under the sanitizer makes a few hundred iterations in all). */
+#define HEAP_NOISE_KB 64
+#define HEAP_MIN_ITERS 50
 /* The allocator returns freed blocks of this size and more to the system at once, and trims
  * its heap past RSS_TRIM: its cache of free memory, which the measure would count, stays
  * small (set before the fork, so every rank has it). */
