@@ -31,11 +31,11 @@
  * the first rank that failed (128 + signal for a signal); 2 for bad usage.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -315,17 +315,19 @@ braid_status_t braid_proxy_prepare(braid_comm_t *comm, int ordinal)
  */
 static void proxy_spread(braid_comm_t *comm, pthread_t thread)
 {
-    cpu_set_t all, mine;
+    cpu_set_t all, mine, both;
     CPU_ZERO(&all);
     for (int c = 0; c < 64 * BRAID_CPU_WORDS && c < CPU_SETSIZE; c++)
         if (comm->kernel_cpu_mask[c / 64] >> (c % 64) & 1)
             CPU_SET(c, &all);
-    if (CPU_COUNT(&all) == 0 || pthread_getaffinity_np(thread, sizeof(mine), &mine) != 0)
+    if (pthread_getaffinity_np(thread, sizeof(mine), &mine) != 0)
         return;
-    CPU_OR(&mine, &mine, &all);
-    int e = pthread_setaffinity_np(thread, sizeof(mine), &mine);
+    CPU_OR(&both, &mine, &all);
+    if (CPU_EQUAL(&both, &mine))
+        return;
+    int e = pthread_setaffinity_np(thread, sizeof(both), &both);
     BRAID_INFO(BRAID_SUB_PROXY, "proxy thread on the %d CPUs of this machine's ranks%s%s",
-               CPU_COUNT(&mine), e != 0 ? ": not moved: " : "", e != 0 ? strerror(e) : "");
+               CPU_COUNT(&both), e != 0 ? ": not moved: " : "", e != 0 ? strerror(e) : "");
 }
 
 /* The comm's proxy (made at init where a GPU backend is in use, else at its first job;
