@@ -96,12 +96,13 @@ n_ranks=$(( ncpu < 2 ? ncpu : 2 ))
 # -b: each rank on one CPU of braidrun's own, a different one each
 bound "braidrun -b" -- -n "$n_ranks" -b && pass "braidrun -b binds each rank to its own CPU"
 # By default where 2 ranks fit. Another braidrun of the suite may hold the CPUs for a
-# while: this one then says so and binds none. Wait for them, up to a minute.
+# while: this one then says so and binds none. Try again until a moment they are free,
+# for up to 2 minutes.
 if [ "$ncpu" -ge 2 ]; then
-    for _ in $(seq 60); do
+    for _ in $(seq 600); do
         bound "braidrun binds by default" -- -n 2; rc=$?
         [ $rc = 2 ] && grep -q "another braidrun job" "$TMP/why" || break
-        sleep 1
+        sleep 0.2
     done
     case $rc in
     0) pass "braidrun binds 2 ranks by default, each to its own CPU" ;;
