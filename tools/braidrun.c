@@ -14,15 +14,17 @@
  * while rank 0, which also sets SO_REUSEADDR, can still listen on it: no window in which
  * another program could take it.
  *
- * Binding: each rank runs on one CPU of its own, as mpirun binds ranks to cores, so that the
+ * Binding: each rank runs on CPUs of its own, as mpirun binds ranks to cores, so that the
  * scheduler cannot put two ranks on one CPU (the one waiting must then hand the CPU to the
  * other: microseconds a turn where a core of its own answers in a fraction of one;
- * docs/PERFORMANCE.md). By default braidrun binds when that is safe: 2 ranks or more, no
- * more than the CPUs the job may use (braidrun's own affinity, and its cgroup's CPU quota),
- * and braidrun not already bound by a launcher or the user (its affinity is all its
- * cgroup's cpuset, or all the machine's CPUs). -b binds whenever the ranks fit braidrun's
- * CPUs, --no-bind never. Ranks take distinct cores first, their other hardware threads
- * after. --report-bindings says what was chosen, and why.
+ * docs/PERFORMANCE.md). Each rank gets an equal share of whole cores (its threads, a data
+ * loader's workers, keep the share's CPUs), or one CPU where there are fewer cores than
+ * ranks. By default braidrun binds when that is safe: 2 ranks or more, no more than the
+ * CPUs the job may use (braidrun's own affinity, and its cgroup's CPU quota), braidrun not
+ * already bound by a launcher or the user (its affinity is all its cgroup's cpuset, or all
+ * the machine's CPUs), and no other braidrun holding those CPUs. -b binds whenever the
+ * ranks fit braidrun's CPUs, --no-bind never. --report-bindings says what was chosen, and
+ * why.
  *
  * SIGINT, SIGTERM and SIGHUP are forwarded to every rank (each rank is its own process
  * group, so a terminal's Ctrl-C reaches the ranks once, through braidrun). When a rank
@@ -60,9 +62,9 @@ typedef struct br_rank {
 typedef struct br_job {
     int n;
     double grace_s;    /* -k: how long the others may run after a rank fails */
-    int bind;          /* BR_BIND_*; after br_parse: rank r runs on CPU cpus[r] only */
+    int bind;          /* BR_BIND_*; after br_parse: rank r runs on share[r] only */
     int report;        /* --report-bindings */
-    int cpus[BR_MAX_RANKS];
+    cpu_set_t *share;  /* [n] where bound */
     char **cmd;
     br_rank_t *ranks;
     int alive, first_failed, exit_status;
@@ -81,7 +83,8 @@ static void br_usage(FILE *out)
             "  -n N        number of ranks (1 to %d)\n"
             "  -k SECONDS  after a rank fails, wait this long for the others, then stop them\n"
             "              (default 10, or BRAIDRUN_KILL_AFTER)\n"
-            "  -b, --bind  bind each rank to a CPU of its own (N at most braidrun's CPUs)\n"
+            "  -b, --bind  bind each rank to CPUs of its own: an equal share of the cores, or\n"
+            "              one CPU each where cores are fewer than ranks (N at most the CPUs)\n"
             "  --no-bind   do not bind (default: bind when N is 2 or more, fits the CPUs the\n"
             "              job may use, and nothing bound braidrun already)\n"
             "  --report-bindings  say where each rank runs, or why the ranks are not bound\n"
@@ -235,38 +238,79 @@ static int br_job_quota(void)
     return cpus;
 }
 
-/* The CPUs of `set` in the order ranks take them: the first hardware thread of each core,
- * in CPU order, then the others. */
-static int br_cpu_order(const cpu_set_t *set, int *cpus)
+/* The CPUs of `set` core by core, in order of their first CPU: cores[i] holds core i's
+ * hardware threads that are in `set`. Returns the number of cores. */
+static int br_cores(const cpu_set_t *set, cpu_set_t *cores)
 {
     char path[128], sib[256];
-    cpu_set_t first;   /* the first thread of each core met */
     int n = 0;
-    CPU_ZERO(&first);
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        cpu_set_t siblings;
         if (!CPU_ISSET(cpu, set))
             continue;
-        cpu_set_t siblings;
         snprintf(path, sizeof(path),
                  "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", cpu);
-        int lead = 1;
-        if (br_read_line(path, sib, sizeof(sib)) == 0 && br_cpulist(sib, &siblings) == 0)
-            for (int o = 0; o < cpu && lead; o++)
-                lead = !(CPU_ISSET(o, &siblings) && CPU_ISSET(o, &first));
-        if (lead) {
-            CPU_SET(cpu, &first);
-            cpus[n++] = cpu;
+        if (br_read_line(path, sib, sizeof(sib)) != 0 || br_cpulist(sib, &siblings) != 0 ||
+            !CPU_ISSET(cpu, &siblings)) {
+            CPU_ZERO(&siblings);
+            CPU_SET(cpu, &siblings);
         }
+        CPU_AND(&siblings, &siblings, set);
+        int first = 0;
+        while (!CPU_ISSET(first, &siblings))
+            first++;
+        if (first == cpu)   /* the core's first thread in `set`: a core not met before */
+            cores[n++] = siblings;
     }
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
-        if (CPU_ISSET(cpu, set) && !CPU_ISSET(cpu, &first))
-            cpus[n++] = cpu;
     return n;
 }
 
-/* Claim `cpu` for this job's rank: an abstract Unix socket named for it, which the kernel
+/* Each rank's share of `avail`: whole cores, as many for each (the cores left over unused),
+ * where every rank gets one; else one CPU each, the cores' first threads before their
+ * second ones. -1 if the ranks outnumber the CPUs. */
+static int br_shares(const cpu_set_t *avail, int n, cpu_set_t *share)
+{
+    static cpu_set_t cores[CPU_SETSIZE];
+    int ncores = br_cores(avail, cores), r = 0;
+    if (CPU_COUNT(avail) < n)
+        return -1;
+    for (int i = 0; i < n; i++)
+        CPU_ZERO(&share[i]);
+    if (ncores >= n) {
+        for (int c = 0, per = ncores / n; c < per * n; c++)
+            CPU_OR(&share[c / per], &share[c / per], &cores[c]);
+        return 0;
+    }
+    for (int thread = 0; r < n; thread++)   /* the thread-th CPU of each core, in turn */
+        for (int c = 0; c < ncores && r < n; c++)
+            for (int cpu = 0, k = 0; cpu < CPU_SETSIZE; cpu++)
+                if (CPU_ISSET(cpu, &cores[c]) && k++ == thread) {
+                    CPU_SET(cpu, &share[r++]);
+                    break;
+                }
+    return 0;
+}
+
+/* `set` as the kernel writes a CPU list ("0-3,8"). */
+static void br_cpulist_str(const cpu_set_t *set, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int cpu = 0; cpu < CPU_SETSIZE && at < len; cpu++) {
+        if (!CPU_ISSET(cpu, set))
+            continue;
+        int last = cpu;
+        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, set))
+            last++;
+        at += (size_t)snprintf(buf + at, len - at, last > cpu ? "%s%d-%d" : "%s%d",
+                               at > 0 ? "," : "", cpu, last);
+        cpu = last;
+    }
+}
+
+/* Claim `cpu` for this job's ranks: an abstract Unix socket named for it, which the kernel
  * frees when braidrun ends (the ranks do not inherit it), so that a braidrun binding at
- * the same time takes other CPUs. Returns the socket, -1 if another job holds the CPU, and
+ * the same time does not take it. Returns the socket, -1 if another job holds the CPU, and
  * -2 where no claim can be made (the CPU is taken as free). */
 static int br_claim_cpu(int cpu)
 {
@@ -283,12 +327,12 @@ static int br_claim_cpu(int cpu)
     return taken ? -1 : -2;
 }
 
-/* Decide whether the ranks are bound (job->bind becomes 0 or 1) and to which CPUs; with
- * -b, ranks that do not fit braidrun's CPUs are an error (-1). `why` says why not. */
+/* Decide whether the ranks are bound (job->bind becomes 0 or 1) and to which CPUs
+ * (job->share); with -b, ranks that do not fit braidrun's CPUs are an error (-1). `why`
+ * says why not. */
 static int br_bind_cpus(br_job_t *job, char *why, size_t len)
 {
     cpu_set_t mine, allowed, both;
-    static int order[CPU_SETSIZE];
     why[0] = '\0';
     if (job->bind == BR_BIND_NO) {
         snprintf(why, len, "--no-bind");
@@ -303,7 +347,7 @@ static int br_bind_cpus(br_job_t *job, char *why, size_t len)
         job->bind = 0;
         return 0;
     }
-    int ncpu = br_cpu_order(&mine, order);
+    int ncpu = CPU_COUNT(&mine);
     if (job->bind == BR_BIND_YES && ncpu < job->n) {
         fprintf(stderr, "braidrun: -b binds one rank per CPU, but %d ranks get %d CPUs\n",
                 job->n, ncpu);
@@ -328,29 +372,31 @@ static int br_bind_cpus(br_job_t *job, char *why, size_t len)
             return 0;
         }
     }
-    /* the CPUs no other braidrun holds, in order; with -b the held ones after them */
+    job->share = calloc((size_t)job->n, sizeof(cpu_set_t));
+    if (job->share == NULL) {
+        fprintf(stderr, "braidrun: out of memory for %d ranks' CPUs\n", job->n);
+        return -1;
+    }
+    /* the shares of the CPUs no other braidrun holds; with -b, of all where those are few */
     static int claims[CPU_SETSIZE];
-    int nfree = 0;
-    for (int i = 0; i < ncpu && nfree < job->n; i++)
-        if ((claims[nfree] = br_claim_cpu(order[i])) != -1)
-            job->cpus[nfree++] = order[i];   /* a claim's socket stays open until exit */
-    if (nfree < job->n && job->bind == BR_BIND_AUTO) {
+    cpu_set_t free_cpus, used;
+    CPU_ZERO(&free_cpus);
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &mine) && (claims[cpu] = br_claim_cpu(cpu)) != -1)
+            CPU_SET(cpu, &free_cpus);
+    int ok = br_shares(&free_cpus, job->n, job->share) == 0;
+    if (!ok && job->bind == BR_BIND_AUTO)
         snprintf(why, len, "%d of braidrun's %d CPUs run ranks of another braidrun job",
-                 ncpu - nfree, ncpu);
-        while (nfree > 0)
-            if (claims[--nfree] >= 0)
-                close(claims[nfree]);   /* left to the jobs that can use them */
-        job->bind = 0;
-        return 0;
-    }
-    for (int i = 0, r = nfree; r < job->n; i++) {
-        int held = 1;
-        for (int k = 0; k < nfree && held; k++)
-            held = job->cpus[k] != order[i];
-        if (held)
-            job->cpus[r++] = order[i];
-    }
-    job->bind = 1;
+                 ncpu - CPU_COUNT(&free_cpus), ncpu);
+    else if (!ok)
+        br_shares(&mine, job->n, job->share);
+    CPU_ZERO(&used);
+    for (int r = 0; ok && r < job->n; r++)
+        CPU_OR(&used, &used, &job->share[r]);
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)   /* a claim stays open until braidrun ends */
+        if (CPU_ISSET(cpu, &free_cpus) && !CPU_ISSET(cpu, &used) && claims[cpu] >= 0)
+            close(claims[cpu]);   /* left to jobs that can use it */
+    job->bind = ok || job->bind == BR_BIND_YES;
     return 0;
 }
 
@@ -424,8 +470,12 @@ static int br_parse(int argc, char **argv, br_job_t *job, int *exit_p)
         goto bad;
     if (job->report && !job->bind)
         fprintf(stderr, "braidrun: ranks not bound: %s\n", why);
-    for (int r = 0; job->report && job->bind && r < job->n; r++)
-        fprintf(stderr, "braidrun: rank %d bound to CPU %d\n", r, job->cpus[r]);
+    for (int r = 0; job->report && job->bind && r < job->n; r++) {
+        char list[256];
+        br_cpulist_str(&job->share[r], list, sizeof(list));
+        fprintf(stderr, "braidrun: rank %d bound to CPU%s %s\n", r,
+                CPU_COUNT(&job->share[r]) > 1 ? "s" : "", list);
+    }
     return 0;
 bad:
     br_usage(stderr);
@@ -480,14 +530,9 @@ static void br_child(const br_job_t *job, int rank, pid_t parent, const sigset_t
     if (getppid() != parent)
         _exit(1);
     sigprocmask(SIG_SETMASK, mask, NULL);
-    if (job->bind) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(job->cpus[rank], &set);
-        if (sched_setaffinity(0, sizeof(set), &set) != 0)
-            fprintf(stderr, "braidrun: rank %d: cannot bind to CPU %d: %s\n", rank,
-                    job->cpus[rank], strerror(errno));
-    }
+    if (job->bind && sched_setaffinity(0, sizeof(cpu_set_t), &job->share[rank]) != 0)
+        fprintf(stderr, "braidrun: rank %d: cannot bind to its CPUs: %s\n", rank,
+                strerror(errno));
     br_setenv_int("RANK", rank);
     br_setenv_int("WORLD_SIZE", job->n);
     br_setenv_int("LOCAL_RANK", rank);
@@ -641,5 +686,6 @@ int main(int argc, char **argv)
         if (job.port_fd[i] >= 0)
             close(job.port_fd[i]);
     free(job.ranks);
+    free(job.share);
     return job.exit_status;
 }

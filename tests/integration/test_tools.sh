@@ -58,8 +58,8 @@ if run "braidrun environment" 0 "$BRAIDRUN" -n 3 sh -c \
     else fail "braidrun environment: $n good lines, $ids distinct NCCL_COMM_ID"; fi
 fi
 # Binding. bound NAME [CMD...] -- [ARGS...]: run `CMD braidrun --report-bindings ARGS sh -c
-# ...` (CMD: taskset, env or nothing; each rank prints its CPUs). 0 if every rank runs on
-# the one CPU the report names for it, $n_ranks different ones; 2 if the report says the
+# ...` (CMD: taskset, env or nothing; each rank prints its CPUs). 0 if each of the $n_ranks
+# ranks runs on the CPUs the report names for it, no CPU named twice; 2 if the report says the
 # ranks are not bound ($TMP/why: why) and each rank kept braidrun's CPUs ($unbound: this
 # shell's unless set); 1, a failed check, otherwise.
 mask=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
@@ -76,12 +76,16 @@ bound() {
         [ -z "$got" ] || { fail "$name: not bound, but a rank's CPUs changed: $got"; return 1; }
         return 2
     fi
-    while read -r r cpu; do
+    while read -r r cpus; do
         got=$(sed -n "s/^cpus $r //p" "$TMP/out")
-        [ "$got" = "$cpu" ] || { fail "$name: rank $r bound to CPU $cpu, runs on \"$got\""; return 1; }
-    done < <(sed -n 's/^braidrun: rank \([0-9]*\) bound to CPU \([0-9]*\)$/\1 \2/p' "$TMP/err")
-    got=$(sed -n 's/^braidrun: rank [0-9]* bound to CPU //p' "$TMP/err" | sort -u | wc -l)
-    [ "$got" -eq "$n_ranks" ] || { fail "$name: $got distinct CPUs for $n_ranks ranks"; return 1; }
+        [ "$got" = "$cpus" ] || { fail "$name: rank $r bound to CPUs $cpus, runs on \"$got\""; return 1; }
+    done < <(sed -n 's/^braidrun: rank \([0-9]*\) bound to CPUs\{0,1\} \([-,0-9]*\)$/\1 \2/p' "$TMP/err")
+    # each rank's CPUs, one per line, must all differ
+    got=$(sed -n 's/^braidrun: rank [0-9]* bound to CPUs\{0,1\} //p' "$TMP/err" | tr ',' '\n' |
+          awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | sort | uniq -d)
+    [ -z "$got" ] || { fail "$name: ranks share CPUs $(echo $got)"; return 1; }
+    got=$(grep -c "^braidrun: rank [0-9]* bound to CPU" "$TMP/err")
+    [ "$got" -eq "$n_ranks" ] || { fail "$name: $got ranks bound, of $n_ranks"; return 1; }
 }
 # not_bound NAME WHY [CMD...] -- [ARGS...]: the ranks must be left unbound, saying WHY
 not_bound() {
@@ -94,7 +98,12 @@ not_bound() {
 ncpu=$(nproc)
 n_ranks=$(( ncpu < 2 ? ncpu : 2 ))
 # -b: each rank on one CPU of braidrun's own, a different one each
-bound "braidrun -b" -- -n "$n_ranks" -b && pass "braidrun -b binds each rank to its own CPU"
+bound "braidrun -b" -- -n "$n_ranks" -b && pass "braidrun -b binds each rank to CPUs of its own"
+# a share is whole cores: one rank's is all of braidrun's CPUs
+n_ranks=1
+bound "braidrun -b, one rank" -- -n 1 -b && expect_in "braidrun -b, one rank: all the CPUs" \
+    "$TMP/err" "^braidrun: rank 0 bound to CPUs? $mask\$"
+n_ranks=$(( ncpu < 2 ? ncpu : 2 ))
 # By default where 2 ranks fit. Another braidrun of the suite may hold the CPUs for a
 # while: this one then says so and binds none. Try again until a moment they are free,
 # for up to 2 minutes.
@@ -105,7 +114,7 @@ if [ "$ncpu" -ge 2 ]; then
         sleep 0.2
     done
     case $rc in
-    0) pass "braidrun binds 2 ranks by default, each to its own CPU" ;;
+    0) pass "braidrun binds 2 ranks by default, each to CPUs of its own" ;;
     2) fail "braidrun, 2 ranks on $ncpu CPUs, not bound by default: $(cat "$TMP/why")" ;;
     esac
     # a job that holds the CPUs (its ranks wait for a file): a second job binds none
