@@ -57,51 +57,56 @@ if run "braidrun environment" 0 "$BRAIDRUN" -n 3 sh -c \
     if [ "$n" -eq 3 ] && [ "$ids" -eq 1 ]; then pass "braidrun sets RANK, WORLD_SIZE, LOCAL_*, one NCCL_COMM_ID"
     else fail "braidrun environment: $n good lines, $ids distinct NCCL_COMM_ID"; fi
 fi
-# Binding. bound NAME [CMD...] -- [ARGS...]: run `CMD braidrun --report-bindings ARGS sh -c
-# ...` (CMD: taskset, env or nothing; each rank prints its CPUs). 0 if each of the $n_ranks
-# ranks runs on the CPUs the report names for it, no CPU named twice; 2 if the report says the
-# ranks are not bound ($TMP/why: why) and each rank kept braidrun's CPUs ($unbound: this
-# shell's unless set); 1, a failed check, otherwise.
+# Binding. bound NAME PRE [ARGS...]: run `PRE braidrun --report-bindings ARGS sh -c ...`
+# (PRE: a command's words, taskset or a wrapper, or ""; each rank prints its CPUs). 0 if
+# each of the $n_ranks ranks runs on the CPUs the report names for it, no CPU named twice;
+# 2 if the report says the ranks are not bound ($TMP/why: why) and each rank kept
+# braidrun's CPUs ($unbound, or this shell's $mask); 1, a failed check, otherwise.
 mask=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+unbound=
 bound() {
-    local name=$1 r cpu got pre=()
-    shift
-    while [ "$1" != -- ]; do pre+=("$1"); shift; done
-    shift
-    run "$name" 0 "${pre[@]}" "$BRAIDRUN" --report-bindings "$@" sh -c \
+    b_name=$1 b_pre=$2
+    shift 2
+    # shellcheck disable=SC2086   # b_pre: a command's words
+    run "$b_name" 0 $b_pre "$BRAIDRUN" --report-bindings "$@" sh -c \
         'echo "cpus $RANK $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"' ||
         return 1
-    if sed -n 's/^braidrun: ranks not bound: //p' "$TMP/err" > "$TMP/why" && [ -s "$TMP/why" ]; then
-        got=$(awk -v m="${unbound:-$mask}" '$1 == "cpus" && $3 != m' "$TMP/out")
-        [ -z "$got" ] || { fail "$name: not bound, but a rank's CPUs changed: $got"; return 1; }
+    if sed -n 's/^braidrun: ranks not bound: //p' "$TMP/err" >"$TMP/why" && [ -s "$TMP/why" ]; then
+        b_got=$(awk -v m="${unbound:-$mask}" '$1 == "cpus" && $3 != m' "$TMP/out")
+        [ -z "$b_got" ] || { fail "$b_name: not bound, but a rank's CPUs changed: $b_got"; return 1; }
         return 2
     fi
-    while read -r r cpus; do
-        got=$(sed -n "s/^cpus $r //p" "$TMP/out")
-        [ "$got" = "$cpus" ] || { fail "$name: rank $r bound to CPUs $cpus, runs on \"$got\""; return 1; }
-    done < <(sed -n 's/^braidrun: rank \([0-9]*\) bound to CPUs\{0,1\} \([-,0-9]*\)$/\1 \2/p' "$TMP/err")
-    # each rank's CPUs, one per line, must all differ
-    got=$(sed -n 's/^braidrun: rank [0-9]* bound to CPUs\{0,1\} //p' "$TMP/err" | tr ',' '\n' |
-          awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | sort | uniq -d)
-    [ -z "$got" ] || { fail "$name: ranks share CPUs $(echo $got)"; return 1; }
-    got=$(grep -c "^braidrun: rank [0-9]* bound to CPU" "$TMP/err")
-    [ "$got" -eq "$n_ranks" ] || { fail "$name: $got ranks bound, of $n_ranks"; return 1; }
+    sed -n 's/^braidrun: rank \([0-9]*\) bound to CPUs\{0,1\} \([-,0-9]*\)$/\1 \2/p' \
+        "$TMP/err" >"$TMP/bound"
+    while read -r b_r b_cpus; do
+        b_got=$(sed -n "s/^cpus $b_r //p" "$TMP/out")
+        [ "$b_got" = "$b_cpus" ] ||
+            { fail "$b_name: rank $b_r bound to CPUs $b_cpus, runs on \"$b_got\""; return 1; }
+    done <"$TMP/bound"
+    # every CPU of every rank's list, one per line: none twice
+    b_got=$(cut -d' ' -f2 "$TMP/bound" | tr ',' '\n' |
+            awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | sort | uniq -d)
+    [ -z "$b_got" ] || { fail "$b_name: ranks share CPUs $(echo $b_got)"; return 1; }
+    b_got=$(wc -l <"$TMP/bound")
+    [ "$b_got" -eq "$n_ranks" ] || { fail "$b_name: $b_got ranks bound, of $n_ranks"; return 1; }
 }
-# not_bound NAME WHY [CMD...] -- [ARGS...]: the ranks must be left unbound, saying WHY
+# not_bound NAME WHY PRE [ARGS...]: the ranks must be left unbound, saying WHY
 not_bound() {
-    local name=$1 why=$2 rc
+    nb_name=$1 nb_why=$2
     shift 2
-    bound "$name" "$@"; rc=$?
-    if [ $rc = 0 ]; then fail "$name: bound its ranks"
-    elif [ $rc = 2 ]; then expect_in "$name: not bound, says why" "$TMP/why" "$why"; fi
+    bound "$nb_name" "$@"
+    case $? in
+    0) fail "$nb_name: bound its ranks" ;;
+    2) expect_in "$nb_name: not bound, says why" "$TMP/why" "$nb_why" ;;
+    esac
 }
 ncpu=$(nproc)
 n_ranks=$(( ncpu < 2 ? ncpu : 2 ))
-# -b: each rank on one CPU of braidrun's own, a different one each
-bound "braidrun -b" -- -n "$n_ranks" -b && pass "braidrun -b binds each rank to CPUs of its own"
+# -b: each rank on CPUs of braidrun's own, none shared
+bound "braidrun -b" "" -n "$n_ranks" -b && pass "braidrun -b binds each rank to CPUs of its own"
 # a share is whole cores: one rank's is all of braidrun's CPUs
 n_ranks=1
-bound "braidrun -b, one rank" -- -n 1 -b && expect_in "braidrun -b, one rank: all the CPUs" \
+bound "braidrun -b, one rank" "" -n 1 -b && expect_in "braidrun -b, one rank: all the CPUs" \
     "$TMP/err" "^braidrun: rank 0 bound to CPUs? $mask\$"
 n_ranks=$(( ncpu < 2 ? ncpu : 2 ))
 # By default where 2 ranks fit. Another braidrun of the suite may hold the CPUs for a
@@ -109,7 +114,7 @@ n_ranks=$(( ncpu < 2 ? ncpu : 2 ))
 # for up to 2 minutes.
 if [ "$ncpu" -ge 2 ]; then
     for _ in $(seq 600); do
-        bound "braidrun binds by default" -- -n 2; rc=$?
+        bound "braidrun binds by default" "" -n 2; rc=$?
         [ $rc = 2 ] && grep -q "another braidrun job" "$TMP/why" || break
         sleep 0.2
     done
@@ -132,31 +137,35 @@ if [ "$ncpu" -ge 2 ]; then
         echo "note: the CPUs are another braidrun job's, so the held-CPU case is not checked"
     else
         not_bound "braidrun beside a job that holds its CPUs" "run ranks of another braidrun job" \
-            -- -n 2
-        bound "braidrun -b beside a job that holds its CPUs" -- -n 2 -b &&
+            "" -n 2
+        bound "braidrun -b beside a job that holds its CPUs" "" -n 2 -b &&
             pass "braidrun -b binds beside a job that holds its CPUs"
     fi
     touch "$TMP/go"
     wait $holder
 fi
 n_ranks=$((ncpu + 1))
-not_bound "braidrun, more ranks than CPUs" "^$((ncpu + 1)) ranks, $ncpu CPUs?$" -- -n "$n_ranks"
+not_bound "braidrun, more ranks than CPUs" "^$((ncpu + 1)) ranks, $ncpu CPUs?$" "" -n "$n_ranks"
 n_ranks=2
-not_bound "braidrun --no-bind" "^--no-bind$" -- -n 2 --no-bind
+not_bound "braidrun --no-bind" "^--no-bind$" "" -n 2 --no-bind
 # bound already (taskset): not bound, the user's choice stands; -b binds within it
 if [ "$ncpu" -ge 3 ]; then
-    unbound=0-1 not_bound "braidrun under taskset" "runs on 2 of the $ncpu CPUs.*bound it" \
-        taskset -c 0,1 -- -n 2
-    bound "braidrun -b under taskset" taskset -c 0,1 -- -n 2 -b &&
+    unbound=0-1
+    not_bound "braidrun under taskset" "runs on 2 of the $ncpu CPUs.*bound it" \
+        "taskset -c 0,1" -n 2
+    bound "braidrun -b under taskset" "taskset -c 0,1" -n 2 -b &&
         pass "braidrun -b under taskset binds within its CPUs"
 fi
-unbound=0 not_bound "braidrun under taskset -c 0" "^2 ranks, 1 CPU$" taskset -c 0 -- -n 2
+unbound=0
+not_bound "braidrun under taskset -c 0" "^2 ranks, 1 CPU$" "taskset -c 0" -n 2
+unbound=
 # a CPU quota (cgroup v1's cpu controller, where this user may make a group): 1 CPU's time
 cg=/sys/fs/cgroup/cpu/braid-test.$$
 if [ -e /sys/fs/cgroup/cpu/cpu.cfs_quota_us ] && [ "$ncpu" -ge 2 ] && mkdir "$cg" 2>/dev/null; then
+    printf '%s\n' 'echo $$ > "$CG/cgroup.procs" && exec "$@"' >"$TMP/in_cgroup.sh"
     echo 100000 > "$cg/cpu.cfs_period_us" && echo 100000 > "$cg/cpu.cfs_quota_us" &&
         not_bound "braidrun under a quota of 1 CPU" "a CPU quota of 1 CPU \(cgroup\)" \
-            sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" -- -n 2
+            "env CG=$cg sh $TMP/in_cgroup.sh" -n 2
     rmdir "$cg"
 else
     echo "note: no cgroup v1 CPU quota can be made here: the quota case is not checked"
