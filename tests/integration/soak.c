@@ -184,15 +184,15 @@ static void report_rss(int r, int e)
     int exact = soak_heap_exact();
     double min_iters = exact ? HEAP_MIN_ITERS : RSS_MIN_ITERS;
     long floor_kb = exact ? HEAP_NOISE_KB : RSS_NOISE_KB;
-    int judged = !soak_sh->o.rss_report_only && span >= min_iters &&
-                 m->last_kb - m->first_kb > floor_kb;
+    int long_enough = !soak_sh->o.rss_report_only && span >= min_iters;
+    int judged = long_enough && m->last_kb - m->first_kb > floor_kb;
     printf("soak:   rank %d epoch %d: %ld iterations; %s peak %ld KiB around iteration "
            "%.0f, %ld KiB around %.0f: %+.0f B/iteration%s", r, e, m->end_iter,
            exact ? "heap (the sanitizer's count)" : "RssAnon", m->first_kb, m->first_iter,
            m->last_kb, m->last_iter, growth,
            soak_sh->o.rss_report_only ? " (not judged: -r)"
            : span < min_iters ? " (too few iterations to judge)" : "");
-    if (!soak_sh->o.rss_report_only && span >= min_iters && !judged)
+    if (long_enough && !judged)
         printf(" (under the %ld KiB floor)", floor_kb);
     printf("\n");
     if (judged && growth > RSS_MAX_GROWTH)
