@@ -36,9 +36,9 @@ typedef struct watch {
     braid_op_t **ops;
     int n;
     const braid_gpu_job_t *job;
+    braid_gpu_pace_t *pace;
     uint32_t progress;              /* the last mark seen */
     double since;                   /* when it last changed */
-    double next_peers, next_check;
 } watch_t;
 
 static int watch_done(const watch_t *w)
@@ -74,9 +74,9 @@ static braid_status_t watch_check(watch_t *w, double now)
     if (!where.started)
         return braid_comm_device_wait(w->comm, op, BRAID_FLIGHT_WAITS_STREAM, waited);
     const braid_exec_hooks_t *h = &braid_comm_exec_hooks;
-    int peers = now >= w->next_peers;   /* else only an abort or revoke is looked for */
+    int peers = now >= w->pace->next_peers;   /* else only an abort or revoke is looked for */
     if (peers)
-        w->next_peers = now + (double)braid_param_int(BRAID_P_CHECK_PEERS_MS) * 1e-3;
+        w->pace->next_peers = now + (double)braid_param_int(BRAID_P_CHECK_PEERS_MS) * 1e-3;
     BRAID_CHECK(h->check(w->comm, op, peers));
     if (timeout > 0 && waited > timeout)
         return h->stalled(w->comm, op, waited);
@@ -84,12 +84,14 @@ static braid_status_t watch_check(watch_t *w, double now)
 }
 
 /* The watcher is in no job's data path (the callers' streams wait on the device, not on
- * it): it sleeps between looks, 50 us at first, doubling to 1.6 ms, leaving the CPUs to
- * the ranks and the runtime's threads (on a 2-core machine, a watcher that looked every
- * 20 us slowed a 16 MiB all-reduce's kernels by half). */
-static void watch_pause(unsigned i)
+ * it): it sleeps between looks, 50 us at first, doubling to 1.6 ms over a run of jobs
+ * (braid_gpu_pace_t), leaving the CPUs to the ranks and the runtime's threads (on a 2-core
+ * machine, a watcher that looked every 20 us slowed a 16 MiB all-reduce's kernels by half;
+ * one that began at 50 us again for each job of a stream of 8-byte calls woke once a
+ * call, on the CPU of the stream that ran them). */
+static void watch_pause(unsigned looks)
 {
-    unsigned shift = i / 2;
+    unsigned shift = looks / 2;
     struct timespec ts = { 0, 50000L << (shift < 5 ? shift : 5) };   /* 50 us .. 1.6 ms */
     nanosleep(&ts, NULL);
 }
@@ -120,21 +122,21 @@ static braid_status_t watch_mismatch(watch_t *w)
 static braid_status_t watch_run(watch_t *w)
 {
     w->since = braid_now();
-    w->next_check = w->next_peers = w->since;
     w->progress = braid_gpu_progress(w->g);
-    for (unsigned i = 0; !watch_done(w); i++) {
+    while (!watch_done(w)) {
         uint32_t p = braid_gpu_progress(w->g);
         double now = braid_now();
         if (p != w->progress) {
             w->progress = p;
             w->since = now;
         }
-        if (now >= w->next_check) {
-            w->next_check = now + WATCH_CHECK_S;
+        if (now >= w->pace->next_check) {
+            w->pace->next_check = now + WATCH_CHECK_S;
             BRAID_CHECK(watch_mismatch(w));
             BRAID_CHECK(watch_check(w, now));
         }
-        watch_pause(i);
+        watch_pause(w->pace->looks);
+        w->pace->looks += w->pace->looks < 16;
     }
     return watch_mismatch(w);   /* its kernel wrote the mark before the job's end */
 }
@@ -151,10 +153,12 @@ static void watch_release(watch_t *w)
     } while (!watch_done(w) && braid_now() < end);
 }
 
-braid_status_t braid_comm_gpu_watch(braid_comm_t *comm, braid_op_t **ops, int n,
-                                    const braid_gpu_job_t *job, braid_status_t st)
+braid_status_t braid_comm_gpu_watch(braid_comm_t *comm, braid_gpu_pace_t *pace,
+                                    braid_op_t **ops, int n, const braid_gpu_job_t *job,
+                                    braid_status_t st)
 {
-    watch_t w = { .comm = comm, .g = comm->gpu, .ops = ops, .n = n, .job = job };
+    watch_t w = { .comm = comm, .g = comm->gpu, .ops = ops, .n = n, .job = job,
+                  .pace = pace };
     for (int i = 0; i < n; i++)
         braid_flight_running(ops[i]);
     if (st == BRAID_OK)

@@ -68,6 +68,7 @@ struct braid_proxy {
     proxy_job_t *head, *tail;
     int stop;
     int sleeping;                   /* the thread waits for a signal (not lingering) */
+    braid_gpu_pace_t pace;          /* how the engine's jobs are watched (gpu_watch.h) */
     uint32_t *word;                 /* the last target done */
     uint32_t issued;                /* the last target handed out (callers, under comm lock) */
     uint64_t device_jobs;           /* device jobs queued (callers, under comm lock) */
@@ -197,7 +198,7 @@ static void job_run(braid_proxy_t *px, proxy_job_t *job, int *bound)
     braid_status_t st = job->st < 0 ? job->st : proxy_comm_gone(px) ? BRAID_ERR_ABORTED
                                                                     : BRAID_OK;
     if (job->gpu) {
-        braid_comm_gpu_watch(px->comm, job->ops, job->nops, &job->gjob, st);
+        braid_comm_gpu_watch(px->comm, &px->pace, job->ops, job->nops, &job->gjob, st);
         job_done(px, job);
         return;
     }
@@ -250,6 +251,8 @@ static void *proxy_main(void *arg)
     int bound = 0, lingers = 0;
     pthread_mutex_lock(&px->lock);
     for (;;) {
+        if (px->head == NULL)   /* a run of the engine's jobs ends */
+            px->pace.looks = 0;
         proxy_wait(px, lingers);
         proxy_job_t *job = px->head;
         if (job == NULL)
