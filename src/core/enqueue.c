@@ -272,7 +272,7 @@ braid_status_t braid_enqueue(braid_comm_t *comm, const braid_call_t *call)
     }
     if (group.depth == 0) {
         braid_proxy_ticket_t t;
-        braid_status_t st = braid_proxy_submit(comm, call->ordinal, &op, 1, &t);
+        braid_status_t st = braid_proxy_submit(comm, call->ordinal, &op, 1, 1, &t);
         return st < 0 ? st : braid_proxy_join(&t);
     }
     braid_status_t st = group_push((void ***)&group.ops, &group.nops, &group.cap, op);
@@ -427,6 +427,13 @@ static braid_status_t group_run(braid_op_t **ops, int n)
         group_drop_ops();
         return braid_err(BRAID_ERR_NOMEM, "out of memory running a group");
     }
+    braid_comm_t *dev = NULL;   /* alone (proxy.h): one communicator has device ops */
+    int alone = 1;
+    for (int i = 0; i < n; i++)
+        if (ops[i] != NULL && ops[i]->on_device) {
+            alone &= dev == NULL || ops[i]->hook_ctx == dev;
+            dev = ops[i]->hook_ctx;
+        }
     for (int i = 0; i < n; i++) {
         braid_comm_t *comm = ops[i] != NULL ? ops[i]->hook_ctx : NULL;
         int device = 0, ordinal = 0, k = 0;
@@ -445,7 +452,7 @@ static braid_status_t group_run(braid_op_t **ops, int n)
                 mine[k++] = ops[j];
                 ops[j] = NULL;
             }
-        braid_status_t s = braid_proxy_submit(comm, ordinal, mine, k, &tickets[njobs++]);
+        braid_status_t s = braid_proxy_submit(comm, ordinal, mine, k, alone, &tickets[njobs++]);
         if (s < 0 && st == BRAID_OK)
             st = s;
     }

@@ -462,7 +462,7 @@ static braid_status_t job_gpu(braid_comm_t *comm, int ordinal, proxy_job_t *job,
                        "communicator runs on device %d: one communicator uses one device",
                        ordinal, comm->rank, braid_gpu_ordinal(g));
     if (st == BRAID_OK)
-        st = braid_gpu_submit(g, job->ops, job->nops, &job->gjob);
+        st = braid_gpu_submit(g, job->ops, job->nops, t->alone, &job->gjob);
     if (st < 0) {
         braid_comm_set_error(comm, st);
         job->gjob.nstreams = 0;
@@ -538,9 +538,10 @@ static braid_status_t proxy_queue(braid_comm_t *comm, int ordinal, braid_op_t **
 }
 
 braid_status_t braid_proxy_submit(braid_comm_t *comm, int ordinal, braid_op_t **ops, int n,
-                                  braid_proxy_ticket_t *t)
+                                  int alone, braid_proxy_ticket_t *t)
 {
     t->comm = comm;
+    t->alone = alone;
     t->nstreams = 0;
     t->gpu = 0;
     return proxy_queue(comm, ordinal, ops, n, NULL, NULL, t);

@@ -16,6 +16,7 @@ typedef struct braid_proxy_ticket {
     uint32_t target;
     void *streams[BRAID_PROXY_MAX_STREAMS];
     int nstreams;
+    int alone;                      /* no other communicator's job in its submission */
     int gpu;                        /* the GPU engine's job: its streams wait for gjob */
     braid_gpu_job_t gjob;
 } braid_proxy_ticket_t;
@@ -27,10 +28,12 @@ typedef struct braid_proxy_ticket {
 braid_status_t braid_proxy_prepare(braid_comm_t *comm, int ordinal);
 /* Queue ops of one communicator (heap ops, entered; a call or a group's) for its proxy on
  * device `ordinal` (started at the first call), after an event recorded now on each of
- * their streams. The proxy runs, finishes and frees the ops; on an error the ops are
- * failed and freed here or by the proxy: the caller must not touch them. */
+ * their streams; or, with a GPU engine, for the engine, on their stream where `alone` (no
+ * other communicator's ops in this submission: exec/gpu.h). The proxy runs, finishes and
+ * frees the ops; on an error the ops are failed and freed here or by the proxy: the
+ * caller must not touch them. */
 braid_status_t braid_proxy_submit(braid_comm_t *comm, int ordinal, braid_op_t **ops, int n,
-                                  braid_proxy_ticket_t *t);
+                                  int alone, braid_proxy_ticket_t *t);
 /* Called on the proxy thread once a posted job ran, with its status. */
 typedef void (*braid_proxy_done_fn)(void *arg, braid_status_t st);
 

@@ -1,5 +1,6 @@
 /*
- * The GPU engine (gpu.h): a job's slice-steps lowered onto the communicator's stream.
+ * The GPU engine (gpu.h): a job's slice-steps lowered onto its stream (its caller's, or
+ * the communicator's).
  *
  * Per slice-step (lower.h's order), its waits, its kernel and its posts:
  *
@@ -12,11 +13,12 @@
  *   write progress = ++mark
  *
  * A step's posts go in one batch of stream memory operations with the next step's waits,
- * so a slice-step costs the driver two calls: a batch and a launch. A job is framed by
- * the callers' streams: the stream waits for an event recorded on each, writes the
- * progress mark that says it started (in its first slice-step's batch), and at the end
- * writes `done` and `release` = the job's target, which the callers' streams wait for. `done` only the
- * stream writes; `release` also the host, to let the callers' streams go after a failure
+ * so a slice-step costs the driver two calls: a batch and a launch. A job's first batch
+ * waits for `done` to reach the last job's target and writes the progress mark that says
+ * it started; at its end the stream writes `done` and `release` = the job's target. On
+ * the communicator's stream the job is framed by its callers' streams: it waits for an
+ * event recorded on each, and they wait for `release`. `done` only the stream writes;
+ * `release` also the host, to let the callers' streams go after a failure
  * (braid_gpu_release). A slice-step that waits for nothing (a local copy) has no mark
  * before its kernel.
  */
@@ -65,6 +67,7 @@ struct braid_gpu {
     int ordinal, rank, nranks;
     void *ctx;                      /* the context it was made in, made current to queue */
     void *stream;                   /* the communicator's */
+    void *work;                     /* the stream of the job being queued */
     void *side;                     /* braid_gpu_release's writes */
     void *idle;                     /* recorded by destroy, to wait for the stream */
     braid_dev_kernels_t *k;
@@ -226,7 +229,8 @@ uint32_t braid_gpu_issued(const braid_gpu_t *g)
 }
 
 /* Freeing device memory waits for the whole device: only once this engine's stream is
- * idle and no other engine or executor of the process has work in flight. */
+ * idle, its jobs on the callers' streams have ended, and no other engine or executor of
+ * the process has work in flight. */
 int braid_gpu_destroy(braid_gpu_t *g, double wait_s)
 {
     if (g == NULL)
@@ -242,6 +246,8 @@ int braid_gpu_destroy(braid_gpu_t *g, double wait_s)
             if (g->released)   /* a peer's late post may block a wait again */
                 braid_gpu_release(g);
             braid_status_t st = ops->event_query(g->idle);
+            if (st == BRAID_OK && gpu_in_flight(g))   /* a job on a caller's stream */
+                st = BRAID_INPROGRESS;
             idle = st == BRAID_OK;
             others = braid_gpu_busy(g) || braid_device_exec_busy();
             if ((st != BRAID_INPROGRESS && !others) || braid_device_stuck() ||
@@ -446,7 +452,6 @@ static braid_status_t gpu_join_in(braid_gpu_t *g, braid_op_t *const *ops, int n,
                                   braid_gpu_job_t *job)
 {
     const braid_device_ops_t *d = g->ops;
-    job->nstreams = 0;
     for (int i = 0; i < n; i++) {
         void *s = ops[i]->stream;
         int seen = 0, j;
@@ -501,7 +506,7 @@ static braid_status_t gpu_flush(braid_gpu_t *g, const braid_mem_op_t *more, int 
     if (n > 0)
         memcpy(b + nb, more, (size_t)n * sizeof(*b));
     g->nheld = 0;
-    return nb + n > 0 ? g->ops->stream_mem_ops(g->stream, b, nb + n) : BRAID_OK;
+    return nb + n > 0 ? g->ops->stream_mem_ops(g->work, b, nb + n) : BRAID_OK;
 }
 
 /* One slice-step: its waits (after the last step's posts, in one batch), its kernel; its
@@ -552,7 +557,7 @@ static braid_status_t gpu_item(braid_gpu_t *g, braid_op_t *op, const braid_step_
                                        .msg_mark = (uint64_t)g->mark << 32 | 1 };
     if (!(out != NULL && (in != NULL || src != NULL)) && dst == NULL) {   /* a token */
         if (rec != NULL)
-            BRAID_CHECK(braid_dev_kernels_check(g->k, &check, g->stream));
+            BRAID_CHECK(braid_dev_kernels_check(g->k, &check, g->work));
     } else {
         braid_dev_slice_kernel_t k = {
             .in = in, .src = src, .out = { dst != NULL ? dst : out, dst != NULL ? out : NULL },
@@ -565,7 +570,7 @@ static braid_status_t gpu_item(braid_gpu_t *g, braid_op_t *op, const braid_step_
             .msg = check.msg, .msg_err = check.msg_err, .msg_want = check.msg_want,
             .msg_mark = check.msg_mark,
         };
-        BRAID_CHECK(braid_dev_kernels_slice(g->k, &k, g->stream));
+        BRAID_CHECK(braid_dev_kernels_slice(g->k, &k, g->work));
     }
     post[npost++] = mark_op(g);
     memcpy(g->held, post, (size_t)npost * sizeof(*post));
@@ -589,7 +594,15 @@ static braid_status_t gpu_lower(braid_gpu_t *g, braid_op_t *const *ops, int n)
     return st;
 }
 
-braid_status_t braid_gpu_submit(braid_gpu_t *g, braid_op_t *const *ops, int n,
+static int gpu_one_stream(braid_op_t *const *ops, int n)
+{
+    for (int i = 1; i < n; i++)
+        if (ops[i]->stream != ops[0]->stream)
+            return 0;
+    return 1;
+}
+
+braid_status_t braid_gpu_submit(braid_gpu_t *g, braid_op_t *const *ops, int n, int alone,
                                 braid_gpu_job_t *job)
 {
     void *saved = NULL;
@@ -597,9 +610,14 @@ braid_status_t braid_gpu_submit(braid_gpu_t *g, braid_op_t *const *ops, int n,
     BRAID_CHECK(d->ctx_get(&saved));
     if (saved != g->ctx)
         BRAID_CHECK(d->ctx_set(g->ctx));
-    g->nheld = 0;
+    /* its first batch waits for the last job's end: nothing else orders jobs on different
+     * streams (a wait that has passed where they share one) */
+    g->held[0] = (braid_mem_op_t){ .addr = word_dev(g, W_DONE), .value = g->issued };
+    g->nheld = 1;
     braid_status_t st = gpu_scratch(g, ops, n);
-    if (st == BRAID_OK)
+    job->nstreams = 0;
+    g->work = alone && gpu_one_stream(ops, n) ? ops[0]->stream : g->stream;
+    if (st == BRAID_OK && g->work == g->stream)
         st = gpu_join_in(g, ops, n, job);
     job->mark0 = g->mark + 1;   /* its first slice-step's batch writes it */
     g->starting = 1;

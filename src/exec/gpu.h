@@ -1,19 +1,28 @@
 /*
- * The GPU engine: device calls between the ranks of one host run as work on their
- * communicator's stream, queued by the calling thread; no host thread is in their data
- * path (the host engine, src/exec/exec.c, runs everything else: host buffers on the calling
- * thread, and device calls with network peers or bucket plans' views on the proxy thread).
+ * The GPU engine: device calls between the ranks of one host run as work on a stream,
+ * queued by the calling thread; no host thread is in their data path (the host engine,
+ * src/exec/exec.c, runs everything else: host buffers on the calling thread, and device
+ * calls with network peers or bucket plans' views on the proxy thread).
  *
- *   calling thread (ncclAllReduce, ncclGroupEnd)       the communicator's stream
- *     event recorded on the caller's stream  ------->  waits for that event
- *     for each slice-step, in lower.h's order:         progress = job started (the first)
+ * A job (a call, or a group's calls of the communicator) whose calls are all on one
+ * stream, in a submission of no other communicator's job, runs on that stream, as NCCL
+ * runs on its caller's: nothing joins it. Any other (calls on several streams; a group of
+ * several communicators, which one thread may drive on one stream) runs on the
+ * communicator's own stream, joined to the callers' by an event and a wait on a word:
+ *
+ *   calling thread (ncclAllReduce, ncclGroupEnd)       the job's stream
+ *    [event recorded on each caller's stream  ------>  waits for those events]
+ *     for each slice-step, in lower.h's order:         done >= the last job's target (the
+ *                                                        first), progress = job started
  *       waits on this rank's own counters  --------->  head >= k + 1 / tail >= k + 1 - nslots
  *       one kernel: slot and/or user buffer in,        copy or reduce a whole slice (a
  *         user buffer and/or the peer's slot out          FIFO slot, MiB)
  *       posts into the peers' counters  ------------>  head = k + 1 / tail = k + 1
- *     the caller's stream waits on a word  <---------  done = release = the job's target
+ *    [the callers' streams wait on a word  <--------]  done = release = the job's target
  *   the proxy thread watches the job (src/core/proxy.c)
  *
+ * The first wait orders a communicator's jobs whatever streams they are on: a FIFO's
+ * messages are numbered in the order the calls came.
  * Counters and FIFOs are the p2p transport's (transports/transport.h: braid_dconn_t). The
  * stream also writes a progress mark after each slice-step's waits and after its posts,
  * into pinned host memory, so that a watcher sees where a job stands without asking the
@@ -42,8 +51,8 @@ typedef struct braid_gpu braid_gpu_t;
 typedef struct braid_gpu_job {
     uint32_t target;                /* done >= target: the job's work has finished */
     uint32_t mark0;                 /* the progress mark its stream writes when it starts */
-    void *streams[BRAID_GPU_MAX_STREAMS];
-    int nstreams;
+    void *streams[BRAID_GPU_MAX_STREAMS];   /* that wait for it (none: it runs on the */
+    int nstreams;                           /* caller's stream) */
 } braid_gpu_job_t;
 
 /* The engine of a communicator's rank, made on this thread, in its current context, for
@@ -56,14 +65,17 @@ braid_status_t braid_gpu_create(int ordinal, int rank, int nranks, braid_dconn_t
 int braid_gpu_destroy(braid_gpu_t *g, double wait_s);
 
 /* Queue the ops (device ops of the engine's communicator, built with their slice; a call
- * or one communicator's ops of a group) on the stream, after the work queued so far on
- * their callers' streams. Under the communicator's lock. On an error the connections are
- * out of step: the communicator must fail. */
-braid_status_t braid_gpu_submit(braid_gpu_t *g, braid_op_t *const *ops, int n,
+ * or one communicator's ops of a group) after the work queued so far on their callers'
+ * streams and after the engine's last job: on their stream where they share one and the
+ * submission is `alone` (no other communicator's job in it), else on the engine's.
+ * Under the communicator's lock. On an error the connections are out of step: the
+ * communicator must fail. */
+braid_status_t braid_gpu_submit(braid_gpu_t *g, braid_op_t *const *ops, int n, int alone,
                                 braid_gpu_job_t *job);
-/* The job's callers' streams wait for it. Apart from the submission, so that a group
- * submits every communicator's job before any stream waits (one thread driving several
- * ranks on one stream would otherwise wait for itself). */
+/* The job's callers' streams wait for it (where it runs on the engine's stream). Apart
+ * from the submission, so that a group submits every communicator's job before any stream
+ * waits (one thread driving several ranks on one stream would otherwise wait for
+ * itself). */
 braid_status_t braid_gpu_join(braid_gpu_t *g, const braid_gpu_job_t *job);
 
 /* The slice-step a job's stream has reached, as its progress marks say. */

@@ -20,6 +20,9 @@
  *   -d           device buffers, through the CUDA driver (coll_dev.c): every checked
  *                buffer (cc_buf) gets a device twin that the calls take, with a stream
  *   -D           with -d, -p or -T: rank r uses device r % (the driver's device count)
+ *   -S N         with -d: each call takes the next of N streams of its thread (the legacy
+ *                default stream the last, but with -T), with nothing ordering them but
+ *                the library, which must run a communicator's calls in the order they came
  *
  * Exit: 0 all passed, 1 a failure (one line each on stderr), 99 a usage or setup error.
  */
@@ -66,7 +69,7 @@ static void on_alarm(int sig)
 static void usage_exit(const char *why)
 {
     fprintf(stderr, "coll_check: %s\nusage: coll_check [-p N | -t N | -T N] [-q] [-v] "
-            "[-o sections] [-w seconds] [-F] [-d [-D]]\n", why);
+            "[-o sections] [-w seconds] [-F] [-d [-D] [-S N]]\n", why);
     exit(99);
 }
 
@@ -277,7 +280,7 @@ int main(int argc, char **argv)
 {
     int c;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    while ((c = getopt(argc, argv, "p:t:T:qvo:w:FdD")) != -1) {
+    while ((c = getopt(argc, argv, "p:t:T:qvo:w:FdDS:")) != -1) {
         switch (c) {
         case 'p': opt.procs = atoi(optarg); break;
         case 't': opt.threads_one = atoi(optarg); break;
@@ -289,12 +292,16 @@ int main(int argc, char **argv)
         case 'F': cc_skip_finalize = 1; break;
         case 'd': cc_device = 1; break;
         case 'D': cc_spread = 1; break;
+        case 'S': cc_streams = atoi(optarg); break;
         default: usage_exit("unknown option");
         }
     }
     int n = opt.procs ? opt.procs : opt.threads_one ? opt.threads_one : opt.threads_each;
     if (n < 0 || n > CC_MAX_LOCAL)
         usage_exit("rank count out of range");
+    if (cc_streams < 1 || cc_streams > CC_MAX_STREAMS)
+        usage_exit("stream count out of range");
+    cc_streams_default = !opt.threads_each;
     sections_check();
     signal(SIGALRM, on_alarm);
     if (opt.procs)

@@ -127,10 +127,14 @@ extern int cc_device;
 /* -D: ranks spread over the devices, rank r on device r % count (processes and threads
  * each; -t's one thread keeps every rank on device 0). */
 extern int cc_spread;
+/* -S: the streams a thread's calls take in turn (1: its one stream), the last of them the
+ * legacy default stream where cc_streams_default (not with -T). */
+#define CC_MAX_STREAMS 8
+extern int cc_streams, cc_streams_default;
 /* Each thread that issues calls, for `rank`: its device's primary context (device 0, or
  * rank % count with -D) and this thread's stream. */
 void cc_dev_thread_init(int rank);
-/* The stream calls take (NULL without -d). */
+/* The stream the next call takes (NULL without -d). */
 void *cc_stream(void);
 /* The device twin of a pointer into a live cc_buf (p itself without -d, or elsewhere). */
 void *cc_dp(const void *p);

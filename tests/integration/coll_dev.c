@@ -8,7 +8,12 @@
  * has written it, or returns before its result is on the stream, fails the checks (run
  * with BRAID_EMU_DELAY_US to make such windows wide on the emulated driver).
  *
- * One stream per thread: with -t the calls of every rank share it, inside one group.
+ * One stream per thread: with -t the calls of every rank share it, inside one group. With
+ * -S N the calls take N streams in turn, the legacy default stream last (but with -T, whose
+ * threads would share it: two ranks' calls on one stream wait for each other unless one
+ * group holds both): the upload waits on the host for the first, and the download for
+ * all, so only the library orders a communicator's calls on different streams (NCCL runs
+ * them in the order they came).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -26,6 +31,9 @@ static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 static __thread cc_buf_t *bufs[CC_MAX_BUFS];
 static __thread int nbufs;
 static __thread CUstream stream;
+int cc_streams = 1, cc_streams_default = 1;
+static __thread CUstream more[CC_MAX_STREAMS];   /* -S: [0] stream, [N - 1] the default */
+static __thread unsigned turn;
 
 
 static void cu_load(void)
@@ -51,11 +59,15 @@ void cc_dev_thread_init(int rank)
     CUDRV(cu.ctx_set(ctx));
     if (stream == NULL)
         CUDRV(cu.stream_create(&stream, CU_STREAM_NON_BLOCKING));
+    more[0] = stream;
+    for (int i = 1; i < cc_streams - cc_streams_default; i++)
+        if (more[i] == NULL)
+            CUDRV(cu.stream_create(&more[i], CU_STREAM_NON_BLOCKING));
 }
 
 void *cc_stream(void)
 {
-    return cc_device ? stream : NULL;
+    return !cc_device ? NULL : cc_streams > 1 ? more[turn++ % (unsigned)cc_streams] : stream;
 }
 
 /*
@@ -148,10 +160,14 @@ void cc_dev_upload(void)
     for (int i = 0; cc_device && i < nbufs; i++)
         CUDRV(cu.h2d((CUdeviceptr)(uintptr_t)bufs[i]->dbase, bufs[i]->base,
                                        bufs[i]->total, stream));
+    if (cc_device && cc_streams > 1)
+        CUDRV(cu.stream_sync(stream));
 }
 
 void cc_dev_download(void)
 {
+    for (int i = 1; cc_device && i < cc_streams; i++)
+        CUDRV(cu.stream_sync(more[i]));
     for (int i = 0; cc_device && i < nbufs; i++)
         CUDRV(cu.d2h(bufs[i]->base, (CUdeviceptr)(uintptr_t)bufs[i]->dbase,
                                        bufs[i]->total, stream));

@@ -188,7 +188,18 @@ void cc_test_p2p(cc_world_t *w)
     order_case(w, salt += 10);
 }
 
-/* ---- one nested group of many collectives ------------------------------------------- */
+/* ---- one nested group of many collectives, then a burst of them --------------------- */
+
+static void mixed_prepare(cc_world_t *w, const cc_case_t *cases, const cc_kind_t *kinds,
+                          int n, uint32_t salt, cc_prep_t **p)
+{
+    for (int i = 0; i < n; i++) {
+        int red = kinds[i] == CC_K_ALLREDUCE || kinds[i] == CC_K_REDUCE ||
+                  kinds[i] == CC_K_REDUCESCATTER;
+        p[i] = red ? cc_red_prepare(w, kinds[i], &cases[i], salt + (uint32_t)i)
+                   : cc_mv_prepare(w, kinds[i], &cases[i], salt + (uint32_t)i);
+    }
+}
 
 void cc_test_mixed_group(cc_world_t *w)
 {
@@ -213,12 +224,7 @@ void cc_test_mixed_group(cc_world_t *w)
     enum { NC = sizeof(kinds) / sizeof(kinds[0]) };
     cc_prep_t *p[NC];
     cc_set_phase("mixed group");
-    for (int i = 0; i < NC; i++) {
-        int red = kinds[i] == CC_K_ALLREDUCE || kinds[i] == CC_K_REDUCE ||
-                  kinds[i] == CC_K_REDUCESCATTER;
-        p[i] = red ? cc_red_prepare(w, kinds[i], &cases[i], 60000u + (uint32_t)i)
-                   : cc_mv_prepare(w, kinds[i], &cases[i], 60000u + (uint32_t)i);
-    }
+    mixed_prepare(w, cases, kinds, NC, 60000u, p);
     cc_dev_upload();
     cc_group_start(w);
     for (int l = 0; l < w->nlocal; l++) {
@@ -230,6 +236,23 @@ void cc_test_mixed_group(cc_world_t *w)
             p[i]->issue(p[i], l);
     }
     cc_group_end(w, "mixed group");
+    cc_dev_download();
+    for (int i = 0; i < NC; i++)
+        p[i]->finish(p[i]);
+    /* the same calls one after another, nothing between them (each rank's call in a group
+     * of the thread's ranks, as one thread must): with -S on streams in turn, which only
+     * the library orders */
+    cc_set_phase("a burst of calls");
+    mixed_prepare(w, cases, kinds, NC, 61000u, p);
+    cc_dev_upload();
+    for (int i = 0; i < NC; i++) {
+        if (w->nlocal > 1)
+            cc_group_start(w);
+        for (int l = 0; l < w->nlocal; l++)
+            p[i]->issue(p[i], l);
+        if (w->nlocal > 1)
+            cc_group_end(w, "a burst of calls");
+    }
     cc_dev_download();
     for (int i = 0; i < NC; i++)
         p[i]->finish(p[i]);

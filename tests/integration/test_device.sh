@@ -97,6 +97,15 @@ run "coll_check -d, the host engine (BRAID_P2P=0), 4 ranks on one thread" $limit
     env BRAID_P2P=0 "$check" -d -q -w $w -o "$sections" -t 4
 run "coll_check -d, 2 processes, the emulator not strict" $limit \
     env BRAID_EMU_STRICT=0 "$check" -d -q -w $w -o "$sections" -p 2
+# calls on streams in turn, nothing but braid ordering them: a job on its caller's stream
+# (a call alone), on the communicator's (a group's calls on several streams, or the
+# ranks of one thread), one after the other
+run "coll_check -d, 2 processes, calls on 3 streams in turn (the default one among them)" \
+    $limit env BRAID_EMU_DELAY_US=50 "$check" -d -q -w $w -o "$sections" -p 2 -S 3
+run "coll_check -d, 4 ranks on one thread, calls on 3 streams in turn" $limit \
+    "$check" -d -q -w $w -o "$sections" -t 4 -S 3
+run "coll_check -d, 3 threads, calls on 2 streams in turn" $limit \
+    "$check" -d -q -w $w -o "$sections" -T 3 -S 2
 if [ "$runtime" = hip ]; then
     for r in 5 7; do
         run "coll_check -d, 2 processes, on ROCm $r's runtime (emu/rocm$r)" $limit \
