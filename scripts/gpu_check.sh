@@ -314,6 +314,8 @@ for n in 1 4; do
 done
 step coll_check_t4 100 "$check" -d -q -w "$(scaled 90)" -o $sections -t 4
 step coll_check_T3 100 "$check" -d -q -w "$(scaled 90)" -o $sections -T 3
+# calls on 3 streams in turn (the default one among them): only braid orders them
+step coll_check_p2_S3 100 "$check" -d -q -w "$(scaled 90)" -o $sections -p 2 -S 3
 for n in 2 4; do
     step "plan_check_$n" 60 "$run" -n $n "$build/tests/integration/plan_check" -d
 done
