@@ -27,8 +27,8 @@
 #include "exec/lower.h"
 
 #define WATCH_CHECK_S 0.01          /* abort and device waits: checked this often */
-#define WATCH_RELEASE_S 0.02        /* after a failure: how long the release is repeated
-                                     * (the engine's destroy repeats it as it waits) */
+#define WATCH_RELEASE_FAST_S 0.02   /* after a failure: the release is repeated every ms
+                                     * this long, then every 10 ms */
 
 typedef struct watch {
     braid_comm_t *comm;
@@ -141,16 +141,25 @@ static braid_status_t watch_run(watch_t *w)
     return watch_mismatch(w);   /* its kernel wrote the mark before the job's end */
 }
 
-/* After a failure: release the engine until the job has passed on the device (a peer's
- * late post may block a wait again), for a while; the callers' streams go at once. */
+/* After a failure: release the engine until the job has passed on the device. Once is not
+ * enough: a released peer's late post may block a wait again, and a kernel that reads a
+ * message a dead or released peer never wrote marks a mismatch, which holds the job's end;
+ * and the job may be on its caller's stream, which nothing else lets go. Up to
+ * BRAID_TIMEOUT (an abort takes over sooner: the engine's destroy repeats it as it waits,
+ * a second at most), so a job its stream never reaches (the caller's work before it never
+ * ends) does not hold the proxy for ever. */
 static void watch_release(watch_t *w)
 {
-    double end = braid_now() + WATCH_RELEASE_S;
-    do {
+    double t0 = braid_now(), limit = (double)braid_param_int(BRAID_P_TIMEOUT);
+    for (;;) {
         braid_gpu_release(w->g);
-        struct timespec ts = { 0, 1000000 };
+        double t = braid_now() - t0;
+        if (watch_done(w) || atomic_load(&w->comm->state) == BRAID_COMM_ABORTED ||
+            (limit > 0 && t > limit))
+            return;
+        struct timespec ts = { 0, t < WATCH_RELEASE_FAST_S ? 1000000 : 10000000 };
         nanosleep(&ts, NULL);
-    } while (!watch_done(w) && braid_now() < end);
+    }
 }
 
 braid_status_t braid_comm_gpu_watch(braid_comm_t *comm, braid_gpu_pace_t *pace,

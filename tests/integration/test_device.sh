@@ -10,8 +10,8 @@
 # processes and 4 ranks of one thread; then the failure cases (tests/fault/device_fault.c:
 # abort, asynchronous error, mixed buffers, finalize; tests/fault/device_stall.c: a late
 # rank, a stream and a kernel that never finish, abort meanwhile, on both engines;
-# tests/fault/device_kill.c: a rank killed in the middle of a device all-reduce, and in
-# the device timing at init;
+# tests/fault/device_kill.c: a rank killed in the middle of a device all-reduce (also with
+# every stream operation delayed), and in the device timing at init;
 # tests/fault/mismatch.c -d: ranks whose device calls differ, on both engines). A program
 # built against NVIDIA's headers is test_nv_client.sh's.
 # Every step runs the emulator in its strict mode (BRAID_EMU_STRICT=1, as unforgiving as a
@@ -177,6 +177,10 @@ run "device_stall on the host engine (BRAID_P2P=0)" 300 env BRAID_P2P=0 "$stall"
 # its own watchdog: 240 s
 run "device_kill: a rank killed in the middle of a device all-reduce, and in the device \
 timing at init" 300 "$kill"
+# the survivors' streams reach braid's work on them long after the failure: the release
+# must last until they have passed it (calls on the callers' streams hung without)
+run "device_kill, every stream operation delayed 3 ms" 300 env BRAID_EMU_DELAY_US=3000 \
+    "$kill" call
 # each case bounded by the program itself (25 s)
 run "mismatch -d: device calls that differ between ranks" 300 "$mismatch" -d
 run "mismatch -d on the host engine (BRAID_P2P=0)" 300 env BRAID_P2P=0 "$mismatch" -d
