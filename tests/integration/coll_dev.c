@@ -32,7 +32,7 @@ static __thread cc_buf_t *bufs[CC_MAX_BUFS];
 static __thread int nbufs;
 static __thread CUstream stream;
 int cc_streams = 1, cc_streams_default = 1;
-static __thread CUstream more[CC_MAX_STREAMS];   /* -S: [0] stream, [N - 1] the default */
+static __thread CUstream more[CC_MAX_STREAMS];   /* -S: [0] stream; NULL last, but with -T */
 static __thread unsigned turn;
 
 
